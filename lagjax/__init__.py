@@ -1,0 +1,28 @@
+"""lagjax: exact training dynamics of shallow transformers on unbounded inputs.
+
+The notation follows ../shared/THEORY.md: a language over Σ = {0, …, d-1} with
+token law π and length law L, the single-head model f_θ with θ = (α, β), and
+three routes to the population risk that must agree.
+"""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+from lagjax import languages, lengths, model, partition, risk  # noqa: E402
+from lagjax.languages import Language, all_of, any_of, occurrence  # noqa: E402
+from lagjax.lengths import fixed, geometric, shifted_poisson  # noqa: E402
+from lagjax.model import forward_counts, forward_tokens, init_params  # noqa: E402
+from lagjax.risk import (  # noqa: E402
+    RiskResult,
+    error_rate,
+    population_risk,
+    risk_fn,
+    sampled_risk,
+)
+
+__all__ = [
+    "Language", "RiskResult", "all_of", "any_of", "error_rate", "fixed", "forward_counts",
+    "forward_tokens", "geometric", "init_params", "languages", "lengths", "model", "occurrence",
+    "partition", "population_risk", "risk", "risk_fn", "sampled_risk", "shifted_poisson",
+]

@@ -1,0 +1,190 @@
+"""Occurrence-family languages over Σ = {0, …, d-1} (THEORY.md section 1).
+
+A language is a Boolean function of presence events E_σ = {σ occurs in w}:
+  occurrence(a): y = +1 iff a ∈ w;
+  any_of(L) (OR): y = +1 iff some letter of L occurs;
+  all_of(L) (AND): y = +1 iff every letter of L occurs.
+Every label is a signed sum of support indicators,
+  y(w) = Σ_k coef_k 1{w ⊆ S_k},
+so for any length law P(w ⊆ S) = G(π_S) gives exact class balances.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from lagjax import lengths as lengths_lib
+
+KINDS = ("occurrence", "any_of", "all_of")
+
+
+@dataclasses.dataclass(frozen=True)
+class Language:
+  """A language of the occurrence family with its token law π and length law.
+
+  Attributes:
+    kind: one of KINDS.
+    d: alphabet size.
+    letters: the letters whose presence decides the label.
+    pi: token law π, a tuple of d probabilities.
+    length: the length law L.
+  """
+
+  kind: str
+  d: int
+  letters: tuple[int, ...]
+  pi: tuple[float, ...]
+  length: lengths_lib.LengthLaw
+
+  @property
+  def pi_array(self) -> np.ndarray:
+    return np.asarray(self.pi, dtype=np.float64)
+
+  def inclusion_exclusion(self) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients (K,) and support masks (K, d) with y = Σ_k coef_k 1{w ⊆ S_k}.
+
+    The first support is always Σ itself (its indicator is 1).
+    """
+    everything = np.ones(self.d, dtype=bool)
+    if self.kind in ("occurrence", "any_of"):
+      # y = 1 - 2 · 1{w ⊆ Σ∖L}.
+      avoid = everything.copy()
+      avoid[list(self.letters)] = False
+      return np.array([1.0, -2.0]), np.stack([everything, avoid])
+    # all_of: 1{all present} = Σ_{T ⊆ L} (-1)^|T| 1{w ⊆ Σ∖T}; y = 2·that - 1.
+    coefs, supports = [], []
+    for size in range(len(self.letters) + 1):
+      for subset in itertools.combinations(self.letters, size):
+        support = everything.copy()
+        support[list(subset)] = False
+        coefs.append(2.0 * (-1.0) ** size)
+        supports.append(support)
+    coefs[0] -= 1.0
+    return np.array(coefs), np.stack(supports)
+
+  def positive_rate(self) -> float:
+    """P(y = +1) = (1 + E y) / 2 with E y = Σ_k coef_k G(π_{S_k})."""
+    coefs, supports = self.inclusion_exclusion()
+    mean_label = sum(
+        c * float(self.length.pgf(float(self.pi_array[s].sum()))) for c, s in zip(coefs, supports)
+    )
+    return 0.5 * (1.0 + mean_label)
+
+  def label_counts(self, counts):
+    """Label ±1 of count vectors c (..., d)."""
+    present = jnp.asarray(counts)[..., list(self.letters)] > 0
+    positive = jnp.any(present, axis=-1) if self.kind != "all_of" else jnp.all(present, axis=-1)
+    return jnp.where(positive, 1.0, -1.0)
+
+  def label_tokens(self, tokens, mask):
+    """Label ±1 of padded token batches (..., n_max) with boolean mask."""
+    tokens = jnp.asarray(tokens)
+    present = jnp.stack(
+        [jnp.any((tokens == a) & mask, axis=-1) for a in self.letters], axis=-1
+    )
+    positive = jnp.any(present, axis=-1) if self.kind != "all_of" else jnp.all(present, axis=-1)
+    return jnp.where(positive, 1.0, -1.0)
+
+
+def _check_alphabet(d) -> int:
+  if isinstance(d, bool) or int(d) != d or d < 2:
+    raise ValueError(f"alphabet size d must be an integer >= 2; got {d!r}.")
+  return int(d)
+
+
+def _check_letters(d: int, letters: Sequence[int]) -> tuple[int, ...]:
+  letters = tuple(int(a) for a in letters)
+  if not letters:
+    raise ValueError("letters must name at least one letter in {0, …, d-1}.")
+  bad = [a for a in letters if not 0 <= a < d]
+  if bad:
+    raise ValueError(f"letters must lie in {{0, …, {d - 1}}} (d = {d}); got {bad}.")
+  if len(set(letters)) != len(letters):
+    raise ValueError(f"letters must not repeat; got {letters}.")
+  if len(letters) == d:
+    raise ValueError(f"letters must leave at least one other letter (d = {d}); got {letters}.")
+  return letters
+
+
+def _check_pi(d: int, pi) -> tuple[float, ...]:
+  if pi is None:
+    return (1.0 / d,) * d
+  pi = np.asarray(pi, dtype=np.float64)
+  if pi.shape != (d,):
+    raise ValueError(f"pi must have shape ({d},) to match d; got shape {pi.shape}.")
+  if not np.all(np.isfinite(pi)) or np.any(pi <= 0) or abs(pi.sum() - 1.0) > 1e-12:
+    raise ValueError(
+        f"pi must be a distribution: finite, every entry > 0, summing to 1 (±1e-12); "
+        f"got min {pi.min()!r}, sum {pi.sum()!r}."
+    )
+  return tuple(float(x) for x in pi)
+
+
+def balanced_geometric(kind: str, d: int, letters, pi=None) -> lengths_lib.Geometric:
+  """The geometric law with P(y = +1) = 1/2 (THEORY.md section 1).
+
+  For occurrence/any_of, P(y = -1) = G(z) with z = π_{Σ∖L}, and G(z) = 1/2 solves
+  to p = (1 - z)/z. For all_of, the root in p is bracketed and bisected.
+  """
+  d = _check_alphabet(d)
+  letters = _check_letters(d, letters)
+  pi = _check_pi(d, pi)
+  if kind in ("occurrence", "any_of"):
+    z = 1.0 - sum(pi[a] for a in letters)
+    if z <= 0.5:
+      raise ValueError(
+          f"no geometric length law balances {kind}{letters}: P(y=-1) <= π(Σ∖L) = {z:.4g} < 1/2."
+      )
+    return lengths_lib.Geometric((1.0 - z) / z)
+
+  def positive_rate(p):
+    return Language(kind, d, letters, pi, lengths_lib.Geometric(p)).positive_rate() - 0.5
+
+  lo, hi = 1e-12, 1.0 - 1e-12
+  if positive_rate(lo) * positive_rate(hi) > 0:
+    raise ValueError(f"no geometric length law balances {kind}{letters}.")
+  for _ in range(200):
+    mid = 0.5 * (lo + hi)
+    if positive_rate(lo) * positive_rate(mid) <= 0:
+      hi = mid
+    else:
+      lo = mid
+    if hi - lo < 1e-16:
+      break
+  return lengths_lib.Geometric(0.5 * (lo + hi))
+
+
+def _make(kind: str, d, letters, pi, length) -> Language:
+  d = _check_alphabet(d)
+  letters = _check_letters(d, letters)
+  pi = _check_pi(d, pi)
+  if length is None:
+    length = balanced_geometric(kind, d, letters, pi)
+  if not isinstance(length, lengths_lib.Geometric | lengths_lib.Fixed | lengths_lib.ShiftedPoisson):
+    raise ValueError(
+        f"length must be a length law (lj.geometric, lj.fixed, lj.shifted_poisson); got {length!r}."
+    )
+  return Language(kind, d, letters, pi, length)
+
+
+def occurrence(d: int, letter: int = 0, *, pi=None, length=None) -> Language:
+  """y = +1 iff `letter` occurs; balanced geometric length by default."""
+  return _make("occurrence", d, (letter,), pi, length)
+
+
+def any_of(d: int, letters: Sequence[int], *, pi=None, length=None) -> Language:
+  """OR: y = +1 iff some letter of `letters` occurs."""
+  return _make("any_of", d, letters, pi, length)
+
+
+def all_of(d: int, letters: Sequence[int], *, pi=None, length=None) -> Language:
+  """AND: y = +1 iff every letter of `letters` occurs."""
+  return _make("all_of", d, letters, pi, length)
+
+
+__all__ = ["Language", "occurrence", "any_of", "all_of", "balanced_geometric"]

@@ -1,0 +1,167 @@
+"""Length laws on n ∈ {1, 2, …} (THEORY.md section 1).
+
+Each law gives its log-pmf, a jittable sampler, its probability generating
+function G(z) = Σ_n P(n) z^n with G' and G'', its mean G'(1) and its tail
+P(n > N). Laws are frozen dataclasses, so they are hashable and can be static
+arguments of jitted functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _check_probability(name: str, value: float) -> float:
+  value = float(value)
+  if not (math.isfinite(value) and 0.0 < value < 1.0):
+    raise ValueError(f"{name} must be a probability in the open interval (0, 1); got {value!r}.")
+  return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometric:
+  """Geometric(p) on {1, 2, …}: P(n) = p (1-p)^(n-1), G(z) = p z / (1 - (1-p) z)."""
+
+  p: float
+
+  def __post_init__(self):
+    object.__setattr__(self, "p", _check_probability("geometric p", self.p))
+
+  @property
+  def mean(self) -> float:
+    return 1.0 / self.p
+
+  def log_pmf(self, n):
+    return jnp.log(self.p) + (n - 1) * jnp.log1p(-self.p)
+
+  def sample(self, key, shape):
+    return jax.random.geometric(key, self.p, shape)
+
+  def pgf(self, z):
+    return self.p * z / (1.0 - (1.0 - self.p) * z)
+
+  def pgf_d1(self, z):
+    return self.p / (1.0 - (1.0 - self.p) * z) ** 2
+
+  def pgf_d2(self, z):
+    return 2.0 * self.p * (1.0 - self.p) / (1.0 - (1.0 - self.p) * z) ** 3
+
+  def tail(self, n_max: int) -> float:
+    """P(n > n_max) = (1-p)^n_max."""
+    return float(math.exp(n_max * math.log1p(-self.p)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Fixed:
+  """Every string has length n0: G(z) = z^n0 (the bounded-length contrast)."""
+
+  n0: int
+
+  def __post_init__(self):
+    if int(self.n0) != self.n0 or self.n0 < 1:
+      raise ValueError(f"fixed length n0 must be an integer >= 1; got {self.n0!r}.")
+    object.__setattr__(self, "n0", int(self.n0))
+
+  @property
+  def mean(self) -> float:
+    return float(self.n0)
+
+  def log_pmf(self, n):
+    return jnp.where(n == self.n0, 0.0, -jnp.inf)
+
+  def sample(self, key, shape):
+    del key
+    return jnp.full(shape, self.n0, dtype=jnp.int64)
+
+  def pgf(self, z):
+    return z**self.n0
+
+  def pgf_d1(self, z):
+    return self.n0 * z ** (self.n0 - 1)
+
+  def pgf_d2(self, z):
+    if self.n0 < 2:
+      return jnp.zeros_like(z)
+    return self.n0 * (self.n0 - 1) * z ** (self.n0 - 2)
+
+  def tail(self, n_max: int) -> float:
+    return 1.0 if n_max < self.n0 else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftedPoisson:
+  """n = 1 + K with K ~ Poisson(lam): G(z) = z exp(lam (z - 1)), unbounded support."""
+
+  lam: float
+
+  def __post_init__(self):
+    lam = float(self.lam)
+    if not (math.isfinite(lam) and lam > 0):
+      raise ValueError(f"shifted Poisson lam must be finite and > 0; got {self.lam!r}.")
+    object.__setattr__(self, "lam", lam)
+
+  @property
+  def mean(self) -> float:
+    return 1.0 + self.lam
+
+  def log_pmf(self, n):
+    k = n - 1
+    return k * jnp.log(self.lam) - self.lam - jax.scipy.special.gammaln(k + 1.0)
+
+  def sample(self, key, shape):
+    return 1 + jax.random.poisson(key, self.lam, shape)
+
+  def pgf(self, z):
+    return z * jnp.exp(self.lam * (z - 1.0))
+
+  def pgf_d1(self, z):
+    return jnp.exp(self.lam * (z - 1.0)) * (1.0 + self.lam * z)
+
+  def pgf_d2(self, z):
+    return jnp.exp(self.lam * (z - 1.0)) * (2.0 * self.lam + self.lam**2 * z)
+
+  def tail(self, n_max: int) -> float:
+    """P(n > n_max) = P(K >= n_max), summed in log space from the first term on."""
+    if n_max < 1:
+      return 1.0
+    k = np.arange(n_max, n_max + 20 * int(self.lam + 20))
+    log_terms = k * math.log(self.lam) - self.lam - np.array([math.lgamma(i + 1.0) for i in k])
+    return float(np.exp(log_terms).sum())
+
+
+LengthLaw = Geometric | Fixed | ShiftedPoisson
+
+
+def geometric(p: float) -> Geometric:
+  return Geometric(p)
+
+
+def fixed(n0: int) -> Fixed:
+  return Fixed(n0)
+
+
+def shifted_poisson(lam: float) -> ShiftedPoisson:
+  return ShiftedPoisson(lam)
+
+
+def truncation_length(law: LengthLaw, tail_mass: float, limit: int = 10**7) -> int:
+  """Smallest N with P(n > N) <= tail_mass."""
+  if isinstance(law, Fixed):
+    return law.n0
+  if isinstance(law, Geometric):
+    return max(1, math.ceil(math.log(tail_mass) / math.log1p(-law.p)))
+  n = 1
+  while law.tail(n) > tail_mass:
+    n = n * 2
+    if n > limit:
+      raise ValueError(f"length law {law} needs more than {limit} lengths for tail {tail_mass}.")
+  lo, hi = n // 2, n
+  while lo + 1 < hi:
+    mid = (lo + hi) // 2
+    lo, hi = (mid, hi) if law.tail(mid) > tail_mass else (lo, mid)
+  return hi

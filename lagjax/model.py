@@ -1,0 +1,141 @@
+"""The single-head (α, β) transformer and its KQV form (THEORY.md section 2).
+
+    f_θ(w) = Σ_i softmax_i(α_{w_i}) β_{w_i}
+           = Σ_σ c_σ e^{α_σ} β_σ / Σ_σ c_σ e^{α_σ}.
+
+Parameters are a dict {"alpha": (d,), "beta": (d,)} with optional scalars
+"alpha_cls", "beta_cls" for a CLS token present once in every string. The same
+functions accept grouped parameters (one entry per group of a Partition) when
+given group counts instead of token counts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Params = dict
+
+
+def init_params(d: int, cls: bool = False) -> Params:
+  """Zero initialization θ0 = 0, the paper's setting."""
+  if isinstance(d, bool) or int(d) != d or d < 2:
+    raise ValueError(f"d must be an integer >= 2; got {d!r}.")
+  params = {"alpha": jnp.zeros(d), "beta": jnp.zeros(d)}
+  if cls:
+    params.update(alpha_cls=jnp.zeros(()), beta_cls=jnp.zeros(()))
+  return params
+
+
+def has_cls(params: Params) -> bool:
+  return "alpha_cls" in params
+
+
+def check_params(params: Params, size: int, field: str = "d") -> None:
+  """Raises ValueError unless params match `size` entries per group and are finite."""
+  if not isinstance(params, dict) or "alpha" not in params or "beta" not in params:
+    raise ValueError(
+        "params must be a dict with keys 'alpha', 'beta' (and optionally 'alpha_cls', "
+        f"'beta_cls'); got {type(params).__name__} with keys {list(getattr(params, 'keys', list)())}."
+    )
+  extra = set(params) - {"alpha", "beta", "alpha_cls", "beta_cls"}
+  if extra:
+    raise ValueError(f"params has unknown keys {sorted(extra)}; allowed: alpha, beta, alpha_cls, "
+                     "beta_cls.")
+  if ("alpha_cls" in params) != ("beta_cls" in params):
+    raise ValueError("params must have both 'alpha_cls' and 'beta_cls' or neither.")
+  for name in ("alpha", "beta"):
+    shape = np.shape(params[name])
+    if shape != (size,):
+      raise ValueError(f"params['{name}'] must have shape ({size},) to match {field} = {size}; "
+                       f"got {shape}.")
+  for name in ("alpha_cls", "beta_cls"):
+    if name in params and np.shape(params[name]) != ():
+      raise ValueError(f"params['{name}'] must be a scalar; got shape {np.shape(params[name])}.")
+  if not isinstance(params["alpha"], jax.core.Tracer):
+    for name, value in params.items():
+      if not np.all(np.isfinite(np.asarray(value))):
+        raise ValueError(f"params['{name}'] must be finite; got {value}.")
+
+
+def _attention_readout(logits, values, present, params):
+  """Σ softmax(logits) values over present entries (+ the CLS token), stable for any scores."""
+  if has_cls(params):
+    logits = jnp.concatenate([logits, jnp.broadcast_to(params["alpha_cls"], logits.shape[:-1])[
+        ..., None]], axis=-1)
+    values = jnp.concatenate([jnp.broadcast_to(values, logits.shape[:-1] + values.shape[-1:]),
+                              jnp.broadcast_to(params["beta_cls"], logits.shape[:-1])[..., None]],
+                             axis=-1)
+    present = jnp.concatenate([present, jnp.ones(present.shape[:-1] + (1,), bool)], axis=-1)
+  # Shift by the largest present logit (f is shift invariant, so no gradient flows
+  # through the shift); absent entries are zeroed before exp so no inf ever appears.
+  shift = jnp.where(present, logits, -jnp.inf).max(-1, keepdims=True)
+  shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
+  weights = jnp.where(present, jnp.exp(jnp.where(present, logits - shift, 0.0)), 0.0)
+  total = weights.sum(-1)
+  return (weights * values).sum(-1) / jnp.where(total > 0, total, 1.0)
+
+
+def forward_counts(params: Params, counts):
+  """f_θ from count vectors (..., G): logits log c_σ + α_σ with log-sum-exp stabilization."""
+  counts = jnp.asarray(counts, dtype=jnp.float64)
+  present = counts > 0
+  logits = jnp.log(jnp.where(present, counts, 1.0)) + params["alpha"]
+  return _attention_readout(logits, params["beta"], present, params)
+
+
+def forward_tokens(params: Params, tokens, mask):
+  """f_θ on padded token batches (..., n_max) with boolean mask (True = real token)."""
+  tokens = jnp.asarray(tokens)
+  return _attention_readout(params["alpha"][tokens], params["beta"][tokens], jnp.asarray(mask),
+                            params)
+
+
+def attention_margin(params: Params, letter: int = 0):
+  """α_a - max_{σ≠a} α_σ."""
+  alpha = params["alpha"]
+  others = jnp.where(jnp.arange(alpha.shape[-1]) == letter, -jnp.inf, alpha)
+  return alpha[..., letter] - others.max(-1)
+
+
+# ---------------------------------------------------------------------------
+# KQV form: α_σ = (e_cls W_Q)·(E_σ W_K)/√k, β_σ = (E_σ W_V)·w_o.
+# ---------------------------------------------------------------------------
+
+
+def init_kqv(key, d: int, *, width: int | None = None, key_dim: int | None = None,
+             scale: float = 0.1, embeddings=None, query=None) -> tuple[Params, dict]:
+  """Small random init of the KQV form (zero is a saddle of it).
+
+  Returns (trainable, fixed): trainable {"W_Q": (m,k), "W_K": (m,k), "W_V": (m,m), "w_o": (m,)},
+  fixed {"E": (d,m), "e_cls": (m,)}. Defaults: one-hot E (m = d), k = m, e_cls = 1/√m.
+  """
+  if not (math.isfinite(scale) and scale > 0):
+    raise ValueError(f"scale must be finite and > 0; got {scale!r}.")
+  embeddings = jnp.eye(d) if embeddings is None else jnp.asarray(embeddings, jnp.float64)
+  width = embeddings.shape[1] if width is None else width
+  key_dim = width if key_dim is None else key_dim
+  if embeddings.shape != (d, width):
+    raise ValueError(f"embeddings must have shape ({d}, {width}); got {embeddings.shape}.")
+  query = jnp.ones(width) / math.sqrt(width) if query is None else jnp.asarray(query, jnp.float64)
+  kq, kk, kv, ko = jax.random.split(key, 4)
+  trainable = {
+      "W_Q": scale * jax.random.normal(kq, (width, key_dim)),
+      "W_K": scale * jax.random.normal(kk, (width, key_dim)),
+      "W_V": scale * jax.random.normal(kv, (width, width)),
+      "w_o": scale * jax.random.normal(ko, (width,)),
+  }
+  return trainable, {"E": embeddings, "e_cls": query}
+
+
+def kqv_to_direct(trainable: Params, fixed: dict) -> Params:
+  """Maps KQV parameters to the (α, β) they realize."""
+  key_dim = trainable["W_Q"].shape[-1]
+  query = fixed["e_cls"] @ trainable["W_Q"]
+  keys = fixed["E"] @ trainable["W_K"]
+  alpha = keys @ query / math.sqrt(key_dim)
+  beta = fixed["E"] @ trainable["W_V"] @ trainable["w_o"]
+  return {"alpha": alpha, "beta": beta}

@@ -1,0 +1,99 @@
+"""Partitions of Σ into groups of interchangeable tokens (THEORY.md section 3b).
+
+Tokens in one group share α and β and play the same role for the language and
+for π, so f depends only on the group counts. A "grouped" parameter has one
+entry per group; `expand` maps it back to one entry per token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lagjax import languages
+
+
+@dataclasses.dataclass(frozen=True)
+class Partition:
+  """A partition of {0, …, d-1} into blocks (each a sorted tuple of tokens)."""
+
+  blocks: tuple[tuple[int, ...], ...]
+
+  @property
+  def d(self) -> int:
+    return sum(len(b) for b in self.blocks)
+
+  @property
+  def num_groups(self) -> int:
+    return len(self.blocks)
+
+  @property
+  def sizes(self) -> np.ndarray:
+    """Group sizes k_g (G,)."""
+    return np.array([len(b) for b in self.blocks], dtype=np.float64)
+
+  @property
+  def index(self) -> np.ndarray:
+    """Group id of every token (d,)."""
+    index = np.empty(self.d, dtype=np.int64)
+    for g, block in enumerate(self.blocks):
+      index[list(block)] = g
+    return index
+
+  def masses(self, pi) -> np.ndarray:
+    """π_g = Σ_{σ∈g} π_σ (G,)."""
+    pi = np.asarray(pi, dtype=np.float64)
+    return np.array([pi[list(b)].sum() for b in self.blocks])
+
+  def expand(self, grouped):
+    """Per-group values (..., G) -> per-token values (..., d)."""
+    return grouped[..., self.index]
+
+  def group(self, per_token):
+    """Per-token values that are constant on blocks (..., d) -> per-group values (..., G)."""
+    return per_token[..., np.array([b[0] for b in self.blocks])]
+
+  def support_masses(self, pi, supports: np.ndarray) -> np.ndarray:
+    """(K, G) matrix of π_g 1{g ⊆ S_k}; every block must lie inside or outside each S_k."""
+    member = np.stack([supports[:, list(b)].all(axis=1) for b in self.blocks], axis=1)
+    touches = np.stack([supports[:, list(b)].any(axis=1) for b in self.blocks], axis=1)
+    if np.any(member != touches):
+      raise ValueError("partition splits a support set of the language; refine it first.")
+    return member * self.masses(pi)[None, :]
+
+
+def singletons(d: int) -> Partition:
+  return Partition(tuple((s,) for s in range(d)))
+
+
+def _blocks_from_keys(keys) -> Partition:
+  blocks: dict = {}
+  for token, key in enumerate(keys):
+    blocks.setdefault(key, []).append(token)
+  return Partition(tuple(tuple(b) for b in sorted(blocks.values())))
+
+
+def of_language(lang: languages.Language) -> Partition:
+  """Coarsest partition whose group counts determine the label.
+
+  Tokens are merged when they have equal π and the same role: for
+  occurrence/any_of all letters of L play one role (the label depends only on
+  their total count); for all_of each letter is its own group.
+  """
+  keys = []
+  for s in range(lang.d):
+    if s in lang.letters:
+      role = ("letter",) if lang.kind != "all_of" else ("letter", s)
+    else:
+      role = ("other",)
+    keys.append((role, lang.pi[s]))
+  return _blocks_from_keys(keys)
+
+
+def of_params(lang: languages.Language, params) -> Partition:
+  """Coarsest refinement of `of_language(lang)` on which α and β are constant."""
+  base = of_language(lang).index
+  alpha = np.asarray(params["alpha"], dtype=np.float64)
+  beta = np.asarray(params["beta"], dtype=np.float64)
+  return _blocks_from_keys([(int(base[s]), alpha[s], beta[s]) for s in range(lang.d)])

@@ -1,0 +1,166 @@
+"""Laplace route: exact squared-loss population risk for any θ (THEORY.md section 3a).
+
+With f = A/B, 1/B = ∫ e^{-tB} dt and 1/B² = ∫ t e^{-tB} dt turn expectations
+over unbounded strings into one-dimensional integrals of the generating
+function G of the length law:
+
+    E[1{w⊆S} A/B]   = ∫ G'(M) M1 dt,
+    E[1{w⊆S} A²/B²] = ∫ t [G'(M) M2 + G''(M) M1²] dt.
+
+Numerics. In x = log t and with s_g = x + log u_g = log(t u_g), every factor is
+bounded: e^{-t u_g} = exp(-e^s), t u_g e^{-t u_g} = exp(s - e^s) and
+(t u_g)² e^{-t u_g} = exp(2s - e^s), where u_g = e^{α_g - α_max} <= 1. So no
+score spread overflows. Group g's mass sits in the window
+x ∈ [c_g - left, c_g + right] with c_g = α_max - α_g; left = 38 + log E[n]
+bounds the neglected tail ∫_{-∞} e^x E[n] max|β| dx by e^{-38} max|β|, and
+right = 4.5 leaves exp(-e^{4.5}) < 1e-39. The integrand is analytic in the
+strip |Im x| < π/2, so the trapezoid rule on the lattice x = h·j converges like
+exp(-2π a / h) (a < π/2); h = 0.25 gives < 1e-15. The windows of all groups are
+merged on that one lattice, so gaps between far-apart score clusters cost
+nothing and spreads of 1e4 need no more points than spreads of 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lagjax import languages
+from lagjax import partition as partition_lib
+from lagjax.risk import base
+
+STEP = 0.25
+RIGHT = 4.5
+MAX_CLUSTERS = 4
+
+
+def window_left(lang: languages.Language) -> float:
+  return 38.0 + math.log(max(lang.length.mean, 1.0))
+
+
+def window_width(lang: languages.Language, step: float = STEP) -> int:
+  """Lattice points in one window [c - left, c + right]."""
+  return int(math.ceil((window_left(lang) + RIGHT) / step)) + 1
+
+
+def merged_windows(centers, step: float, left: float, width: int, num_points: int):
+  """Trapezoid nodes and weights on the union of windows [c - left, c + right].
+
+  All windows lie on the lattice x = step·j and have `width` points; the union is
+  listed in increasing order into `num_points` static slots.
+
+  Returns:
+    x (num_points,), weights (num_points,) (zero on unused slots) and the number
+    of lattice points the union needs (covered iff <= num_points).
+  """
+  starts = jnp.sort(jnp.floor((centers - left) / step))
+  # Window k adds the points of its right end not already in window k-1.
+  new = jnp.concatenate([jnp.full((1,), width, starts.dtype),
+                         jnp.minimum(width, jnp.diff(starts))])
+  cumulative = jnp.cumsum(new)
+  slot = jnp.arange(num_points)
+  window = jnp.minimum(jnp.searchsorted(cumulative, slot, side="right"), starts.shape[0] - 1)
+  first_new = starts[window] + width - new[window]
+  index = first_new + slot - (cumulative[window] - new[window])
+  needed = cumulative[-1]
+  weights = jnp.where(slot < needed, step, 0.0)
+  return step * index, weights, needed
+
+
+def _scores(params):
+  """Stacked (α, β) of the groups, with the CLS token last when present."""
+  alpha, beta = params["alpha"], params["beta"]
+  if "alpha_cls" in params:
+    alpha = jnp.concatenate([alpha, params["alpha_cls"][None]])
+    beta = jnp.concatenate([beta, params["beta_cls"][None]])
+  return alpha, beta
+
+
+def build(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
+          cls: bool = False, step: float = STEP, max_clusters: int | None = None,
+          num_points: int | None = None) -> base.Route:
+  """Builds the exact squared-loss risk on grouped parameters.
+
+  Args:
+    lang: the language (its π and length law enter through G and the supports).
+    partition: groups of tied tokens; None means one group per token.
+    cls: whether params carry the CLS scalars.
+    step: lattice step h of the trapezoid rule in x = log t.
+    max_clusters: how many well-separated score clusters the static grid holds
+      (default: every group, or 4 when there are more than 8 groups).
+    num_points: static number of quadrature nodes (overrides max_clusters).
+
+  Returns:
+    A Route whose risk takes {"alpha": (G,), "beta": (G,)[, "alpha_cls", "beta_cls"]}.
+    report(params)["grid_covered"] is False if the score clusters need more nodes
+    than the grid holds; `lj.population_risk` sizes the grid so that never happens.
+  """
+  partition = partition or partition_lib.singletons(lang.d)
+  coefs, supports = lang.inclusion_exclusion()
+  masses = jnp.asarray(partition.support_masses(lang.pi_array, supports))  # (K, G)
+  coefs = jnp.asarray(coefs)
+  law = lang.length
+  left = window_left(lang)
+  width = window_width(lang, step)
+  windows = partition.num_groups + int(cls)
+  if num_points is None:
+    if max_clusters is None:
+      max_clusters = windows if windows <= 8 else MAX_CLUSTERS
+    num_points = min(windows, max_clusters) * width
+
+  def moments(params):
+    """E[y f] and E[f²] by quadrature, and the lattice points the grid needs."""
+    alpha, beta = _scores(params)
+    log_u = alpha - jax.lax.stop_gradient(alpha.max())
+    x, weights, needed = merged_windows(jax.lax.stop_gradient(-log_u), step, left, width,
+                                        num_points)
+    # s = log(t u_g); beyond s = 40 every kernel is 0 to double precision, and the
+    # clip keeps exp(s) finite so gradients never meet inf·0.
+    s = jnp.minimum(x[:, None] + log_u[None, :], 40.0)
+    e_s = jnp.exp(s)
+    decay, kernel1, kernel2 = jnp.exp(-e_s), jnp.exp(s - e_s), jnp.exp(2 * s - e_s)
+    if cls:
+      decay_tokens, kernel1_tokens, kernel2_tokens = decay[:, :-1], kernel1[:, :-1], kernel2[:, :-1]
+    else:
+      decay_tokens, kernel1_tokens, kernel2_tokens = decay, kernel1, kernel2
+    token_beta = params["beta"]
+    m0 = decay_tokens @ masses.T                       # M(t) per support, (N, K)
+    m1 = kernel1_tokens @ (masses * token_beta).T      # t·M1(t) per support
+    m2 = kernel2_tokens @ (masses[0] * token_beta**2)  # t²·M2(t) on Σ
+    g1 = law.pgf_d1(m0)
+    first = g1 * m1
+    second = g1[:, 0] * m2 + law.pgf_d2(m0[:, 0]) * m1[:, 0] ** 2
+    if cls:
+      g0 = law.pgf(m0)
+      cls_decay, cls_kernel1, cls_kernel2 = decay[:, -1:], kernel1[:, -1:], kernel2[:, -1:]
+      cls_beta = beta[-1]
+      first = cls_kernel1 * cls_beta * g0 + cls_decay * first
+      second = (cls_kernel2[:, 0] * cls_beta**2 * g0[:, 0]
+                + 2 * cls_beta * cls_kernel1[:, 0] * g1[:, 0] * m1[:, 0]
+                + cls_decay[:, 0] * second)
+    mean_yf = weights @ first @ coefs
+    mean_f2 = weights @ second
+    return mean_yf, mean_f2, needed
+
+  def risk(params):
+    mean_yf, mean_f2, _ = moments(params)
+    return 0.5 * (mean_f2 - 2.0 * mean_yf + 1.0)
+
+  def report(params):
+    mean_yf, mean_f2, needed = moments(params)
+    return {"risk": 0.5 * (mean_f2 - 2.0 * mean_yf + 1.0), "mean_yf": mean_yf, "mean_f2": mean_f2,
+            "grid_points_needed": needed, "grid_covered": needed <= num_points}
+
+  return base.Route("laplace", risk, report, partition)
+
+
+def points_needed(lang: languages.Language, params, step: float = STEP) -> int:
+  """Lattice points the merged windows need for concrete params (to size the grid)."""
+  alpha, _ = _scores(params)
+  alpha = np.asarray(alpha)
+  _, _, needed = merged_windows(jnp.asarray(alpha.max() - alpha), step, window_left(lang),
+                                window_width(lang, step), 1)
+  return int(needed)

@@ -1,0 +1,109 @@
+"""Lattice route: exact enumeration of group-count vectors (THEORY.md section 3b).
+
+With tokens tied in G groups, f depends on w only through the group counts
+c ∈ N^G. Enumerating every c with n = Σc ≤ N, weighted by
+P(n) · n!/Π c_g! · Π π_g^{c_g}, gives the risk of any loss and the exact 0-1
+error up to the dropped tail, certified by
+    |R - R_N| <= P(n > N) · sup ℓ,  sup ℓ over |f| <= max|β|.
+N is the smallest length with P(n > N) <= tol.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from lagjax import languages, model
+from lagjax import lengths as lengths_lib
+from lagjax import partition as partition_lib
+from lagjax.risk import base
+
+MAX_VECTORS = 5_000_000
+
+
+def num_count_vectors(num_groups: int, n_max: int) -> int:
+  """#{c ∈ N^G : 1 <= Σc <= N} = C(N + G, G) - 1."""
+  return math.comb(n_max + num_groups, num_groups) - 1
+
+
+def count_vectors(num_groups: int, n_max: int) -> np.ndarray:
+  """All c ∈ N^G with 1 <= Σc <= n_max, shape (C(N+G, G) - 1, G)."""
+  rows = np.zeros((1, 0), dtype=np.int64)
+  remaining = np.array([n_max])
+  for _ in range(num_groups):
+    choices = remaining + 1
+    starts = np.repeat(np.cumsum(choices) - choices, choices)
+    values = np.arange(choices.sum()) - starts
+    rows = np.concatenate([np.repeat(rows, choices, axis=0), values[:, None]], axis=1)
+    remaining = np.repeat(remaining, choices) - values
+  return rows[rows.sum(axis=1) > 0]
+
+
+def log_weights(counts: np.ndarray, group_masses: np.ndarray,
+                law: lengths_lib.LengthLaw) -> np.ndarray:
+  """log[P(n) · n!/Π c_g! · Π π_g^{c_g}] for each count vector."""
+  n = counts.sum(axis=1)
+  log_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n.max() + 1.0)))])
+  multinomial = log_factorial[n] - log_factorial[counts].sum(axis=1)
+  return np.asarray(law.log_pmf(n)) + multinomial + counts @ np.log(group_masses)
+
+
+def build(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
+          loss="squared", tol: float = 1e-12, max_vectors: int = MAX_VECTORS) -> base.Route:
+  """Builds the lattice risk on grouped parameters.
+
+  Args:
+    lang: the language; the partition must refine `partition.of_language(lang)`.
+    partition: groups of tied tokens; None means one group per token.
+    loss: "squared", "logistic" or a callable (f, y) -> ℓ.
+    tol: the length tail P(n > N) left out.
+    max_vectors: refuse enumerations larger than this.
+
+  Returns:
+    A Route; report(params) gives risk, exact 0-1 error and the certified bound.
+  """
+  partition = partition or partition_lib.singletons(lang.d)
+  if not 0 < tol < 1:
+    raise ValueError(f"tol must lie in (0, 1); got {tol!r}.")
+  n_max = lengths_lib.truncation_length(lang.length, tol)
+  size = num_count_vectors(partition.num_groups, n_max)
+  if size > max_vectors:
+    raise ValueError(
+        f"lattice route needs {size:,} count vectors (G = {partition.num_groups} groups, lengths "
+        f"up to N = {n_max} for tail {tol:g}), more than max_vectors = {max_vectors:,}. Tie the "
+        "parameters in fewer groups, raise tol, or use route='laplace' (squared loss) or "
+        "route='sampled'."
+    )
+  base_partition = partition_lib.of_language(lang)
+  if len({tuple(base_partition.index[list(b)]) for b in partition.blocks}) and any(
+      len(set(base_partition.index[list(b)])) > 1 for b in partition.blocks):
+    raise ValueError("partition must refine the language's partition (lj.partition.of_language).")
+  counts_np = count_vectors(partition.num_groups, n_max)
+  weights = jnp.asarray(np.exp(log_weights(counts_np, partition.masses(lang.pi), lang.length)))
+  one_token = np.array([b[0] for b in partition.blocks])
+  token_counts = np.zeros((counts_np.shape[0], lang.d), dtype=np.int64)
+  token_counts[:, one_token] = counts_np
+  labels = jnp.asarray(lang.label_counts(token_counts))
+  counts = jnp.asarray(counts_np, dtype=jnp.float64)
+  tail = lang.length.tail(n_max)
+  loss_fn = base.get_loss(loss)
+
+  def outputs(params):
+    return model.forward_counts(params, counts)
+
+  def risk(params):
+    return weights @ loss_fn(outputs(params), labels)
+
+  def report(params):
+    f = outputs(params)
+    max_abs_beta = jnp.abs(params["beta"]).max()
+    if "beta_cls" in params:
+      max_abs_beta = jnp.maximum(max_abs_beta, jnp.abs(params["beta_cls"]))
+    return {"risk": weights @ loss_fn(f, labels),
+            "error": weights @ base.zero_one_error(f, labels),
+            "risk_bound": tail * base.loss_bound(loss_fn, max_abs_beta),
+            "error_bound": tail, "n_max": n_max}
+
+  return base.Route("lattice", risk, report, partition)
