@@ -39,7 +39,7 @@ def check_params(params: Params, size: int, field: str = "d") -> None:
   if not isinstance(params, dict) or "alpha" not in params or "beta" not in params:
     raise ValueError(
         "params must be a dict with keys 'alpha', 'beta' (and optionally 'alpha_cls', "
-        f"'beta_cls'); got {type(params).__name__} with keys {list(getattr(params, 'keys', list)())}."
+        f"'beta_cls'); got {type(params).__name__}."
     )
   extra = set(params) - {"alpha", "beta", "alpha_cls", "beta_cls"}
   if extra:
