@@ -1,0 +1,42 @@
+"""Prints the exact population risk, 0-1 error and gradient at θ = 0.
+
+  python -m experiments.risk_at_zero --config experiments/configs/risk_at_zero.py
+"""
+
+import jax
+import numpy as np
+from absl import app
+from ml_collections import config_flags
+
+import lagjax as lj
+
+_CONFIG = config_flags.DEFINE_config_file("config")
+
+LANGUAGES = {"occurrence": lambda d, letters: lj.occurrence(d, letters[0]),
+             "any_of": lj.any_of, "all_of": lj.all_of}
+
+
+def make_language(name: str, d: int, letters):
+  if name not in LANGUAGES:
+    raise ValueError(f"config.language = {name!r} is unknown; known: {sorted(LANGUAGES)}.")
+  return LANGUAGES[name](d, tuple(letters))
+
+
+def main(argv):
+  del argv
+  config = _CONFIG.value
+  lang = make_language(config.language, config.d, config.letters)
+  theta = lj.init_params(config.d, cls=config.cls)
+  risk = lj.population_risk(lang, theta, loss=config.loss, route=config.route)
+  route = lj.risk_fn(lang, loss=config.loss, route=risk.route, cls=config.cls)
+  grad = jax.grad(route.risk)(theta)
+  print(f"language: {lang.kind}{lang.letters}, d = {lang.d}, length law {lang.length}")
+  print(f"R(0) = {risk.value:.15f}  [{risk.route}]")
+  print(f"0-1 error at 0 = {lj.error_rate(lang, theta).value:.12f}")
+  with np.printoptions(precision=6, suppress=False, threshold=8, edgeitems=3):
+    for name, value in grad.items():
+      print(f"dR/d{name} = {np.asarray(value)}")
+
+
+if __name__ == "__main__":
+  app.run(main)
