@@ -9,10 +9,11 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from lagjax import languages, lengths, model, partition, risk  # noqa: E402
+from lagjax import languages, lengths, metrics, model, partition, plans, risk  # noqa: E402
 from lagjax.languages import Language, all_of, any_of, occurrence  # noqa: E402
 from lagjax.lengths import fixed, geometric, shifted_poisson  # noqa: E402
 from lagjax.model import forward_counts, forward_tokens, init_params  # noqa: E402
+from lagjax.train import Run, train  # noqa: E402
 from lagjax.risk import (  # noqa: E402
     RiskResult,
     error_rate,
@@ -24,5 +25,6 @@ from lagjax.risk import (  # noqa: E402
 __all__ = [
     "Language", "RiskResult", "all_of", "any_of", "error_rate", "fixed", "forward_counts",
     "forward_tokens", "geometric", "init_params", "languages", "lengths", "model", "occurrence",
-    "partition", "population_risk", "risk", "risk_fn", "sampled_risk", "shifted_poisson",
+    "metrics", "partition", "plans", "population_risk", "risk", "risk_fn", "Run",
+    "sampled_risk", "shifted_poisson", "train",
 ]

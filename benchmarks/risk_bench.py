@@ -1,0 +1,243 @@
+"""Timing and memory of the exact risk routes (THEORY.md section 3; STYLE.md item 12).
+
+Times value+grad of the Laplace route (3a) and the lattice route (3b) on
+occurrence languages after compilation, against a naive numpy Monte Carlo
+estimate of the same squared risk to standard error 1e-3, measured in the same
+run. Prints the machine and a Markdown table of medians, targets and speedups.
+
+Usage (from the repo root):
+  python -m benchmarks.risk_bench [--quick] [--json PATH]
+  python benchmarks/risk_bench.py [--quick] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if not __package__:  # run as a script: make the repo root importable
+  sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import lagjax as lj  # noqa: E402
+
+TARGET_SE = 1e-3
+BATCH = 4096
+MIB = 2.0**20
+
+
+def median_time(fn, *args, repeats: int) -> float:
+  """Median wall time in seconds of fn(*args) over `repeats` calls after a warm-up call."""
+  jax.block_until_ready(fn(*args))
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
+
+
+def random_params(rng: np.random.Generator, shape) -> dict:
+  """α, β ~ N(0, 1) of the given shape, as float64 jax arrays."""
+  return {name: jax.numpy.asarray(rng.normal(size=shape)) for name in ("alpha", "beta")}
+
+
+def value_and_grad(route: lj.risk.Route):
+  return jax.jit(jax.value_and_grad(route.risk))
+
+
+def monte_carlo_risk(lang: lj.Language, alpha, beta, n_samples: int, rng: np.random.Generator,
+                     chunk: int = 1 << 15) -> tuple[float, float]:
+  """Naive numpy estimate of R = E ½(f - y)² and its standard error.
+
+  Draws geometric lengths and uniform tokens (the languages here have uniform π)
+  chunk by chunk, and computes f = Σ e^{α} β / Σ e^{α} per string with bincount.
+  """
+  weights = np.exp(alpha - alpha.max())
+  values = weights * beta
+  total = total_sq = 0.0
+  for start in range(0, n_samples, chunk):
+    rows = min(chunk, n_samples - start)
+    lengths = rng.geometric(lang.length.p, rows)
+    tokens = rng.integers(lang.d, size=lengths.sum())
+    string = np.repeat(np.arange(rows), lengths)
+    f = np.bincount(string, values[tokens], rows) / np.bincount(string, weights[tokens], rows)
+    has_letter = np.bincount(string, tokens == lang.letters[0], rows) > 0
+    loss = 0.5 * (f - np.where(has_letter, 1.0, -1.0)) ** 2
+    total += loss.sum()
+    total_sq += (loss**2).sum()
+  mean = total / n_samples
+  return mean, math.sqrt(max(total_sq / n_samples - mean**2, 0.0) / (n_samples - 1))
+
+
+def current_rss() -> int:
+  """Resident set size now, in bytes (Linux /proc)."""
+  with open("/proc/self/statm") as statm:
+    return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss() -> int:
+  """Peak resident set size of this process so far, in bytes."""
+  peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  return peak if sys.platform == "darwin" else peak * 1024
+
+
+def memory_child(repeats: int) -> None:
+  """Runs Laplace value+grad at d = 1000 (full params) and prints its memory as JSON."""
+  after_import = current_rss()
+  route = lj.risk_fn(lj.occurrence(1000))
+  params = random_params(np.random.default_rng(3), (1000,))
+  compiled = jax.jit(jax.value_and_grad(route.risk)).lower(params).compile()
+  for _ in range(repeats):
+    jax.block_until_ready(compiled(params))
+  stats = compiled.memory_analysis()
+  xla = (stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
+         - stats.alias_size_in_bytes)
+  print(json.dumps({"rss_after_import": after_import, "peak_rss": peak_rss(), "xla_bytes": xla,
+                    "xla_temp_bytes": stats.temp_size_in_bytes}))
+
+
+def measure_memory(repeats: int) -> dict:
+  """Memory of the d = 1000 case, measured in a fresh subprocess (see memory_child)."""
+  command = [sys.executable, str(Path(__file__).resolve()), "--memory-child",
+             f"--repeats={repeats}"]
+  result = subprocess.run(command, capture_output=True, text=True, check=True)
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def machine() -> dict:
+  return {"platform": platform.platform(), "python": platform.python_version(),
+          "cpu_count": os.cpu_count(), "jax": jax.__version__,
+          "device": str(jax.devices()[0]), "x64": bool(jax.config.jax_enable_x64)}
+
+
+def run(quick: bool) -> dict:
+  """Runs every case; returns rows of the table and diagnostics."""
+  repeats = 5 if quick else 30
+  rng = np.random.default_rng(0)
+  lang = lj.occurrence(50)
+  part = lj.partition.of_language(lang)
+  tied = random_params(rng, (part.num_groups,))
+  laplace = lj.risk_fn(lang, partition=part)
+  lattice = lj.risk_fn(lang, route="lattice", partition=part, tol=1e-12)
+  laplace_grad, lattice_grad = value_and_grad(laplace), value_and_grad(lattice)
+  times = {
+      "laplace_tied": median_time(laplace_grad, tied, repeats=repeats),
+      "laplace_vmap": median_time(jax.jit(jax.vmap(jax.value_and_grad(laplace.risk))),
+                                  random_params(rng, (BATCH, part.num_groups)),
+                                  repeats=repeats) / BATCH,
+      "lattice_tied": median_time(lattice_grad, tied, repeats=repeats),
+  }
+  full = {}
+  for d in (50, 1000):
+    route = lj.risk_fn(lj.occurrence(d))
+    full[d] = random_params(rng, (d,))
+    times[f"laplace_full_{d}"] = median_time(value_and_grad(route), full[d], repeats=repeats)
+    full[d] = bool(route.report(full[d])["grid_covered"])
+
+  # Baseline: size the Monte Carlo run for SE 1e-3 from a pilot, then time whole estimates.
+  alpha, beta = (np.asarray(part.expand(tied[k])) for k in ("alpha", "beta"))
+  _, pilot_se = monte_carlo_risk(lang, alpha, beta, 20_000, np.random.default_rng(1))
+  n_samples = max(1000, math.ceil(20_000 * (pilot_se / TARGET_SE) ** 2))
+  seeds = iter(range(100, 200))
+  estimate = {}
+
+  def baseline():
+    estimate["risk"], estimate["se"] = monte_carlo_risk(lang, alpha, beta, n_samples,
+                                                        np.random.default_rng(next(seeds)))
+
+  times["baseline"] = median_time(baseline, repeats=5)
+  exact = float(laplace.risk(tied))
+  memory = measure_memory(repeats=3)
+  base = times["baseline"]
+  rows = [
+      ("laplace value+grad, d=50 tied (2 groups)", times["laplace_tied"], 150e-6, base),
+      (f"laplace value+grad, d=50 tied, vmap {BATCH} (per config)", times["laplace_vmap"], 20e-6,
+       base),
+      ("laplace value+grad, d=50 full", times["laplace_full_50"], 1e-3, base),
+      ("laplace value+grad, d=1000 full", times["laplace_full_1000"], 20e-3, None),
+      ("lattice value+grad, d=50 tied, tol 1e-12", times["lattice_tied"], 5e-3, base),
+      (f"baseline: numpy Monte Carlo, d=50 tied, SE {TARGET_SE:g} ({n_samples:,} strings)", base,
+       None, None),
+  ]
+  return {
+      "machine": machine(), "quick": quick, "repeats": repeats,
+      "rows": [{"case": case, "seconds": t, "target_seconds": target,
+                "passed": None if target is None else t <= target,
+                "speedup_vs_baseline": None if ref is None else ref / t}
+               for case, t, target, ref in rows],
+      "memory": dict(memory, target_bytes=2**30, passed=memory["peak_rss"]
+                     - memory["rss_after_import"] <= 2**30),
+      "checks": {"laplace_risk": exact, "lattice_risk": float(lattice.risk(tied)),
+                 "monte_carlo_risk": estimate["risk"], "monte_carlo_se": estimate["se"],
+                 "monte_carlo_z": (estimate["risk"] - exact) / estimate["se"],
+                 "grid_covered_full": {str(d): covered for d, covered in full.items()}},
+  }
+
+
+def format_seconds(seconds: float) -> str:
+  return f"{seconds * 1e6:.1f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.2f} ms" if (
+      seconds < 1) else f"{seconds:.2f} s"
+
+
+def status(passed) -> str:
+  return "—" if passed is None else "pass" if passed else "FAIL"
+
+
+def table(results: dict) -> str:
+  """The Markdown table of timings and memory, with the machine and sanity checks."""
+  lines = ["| case | median | target | status | baseline / case |", "|---|---|---|---|---|"]
+  for row in results["rows"]:
+    target = "—" if row["target_seconds"] is None else f"≤ {format_seconds(row['target_seconds'])}"
+    ratio = row["speedup_vs_baseline"]
+    lines.append(f"| {row['case']} | {format_seconds(row['seconds'])} | {target} | "
+                 f"{status(row['passed'])} | {'—' if ratio is None else f'{ratio:,.0f}×'} |")
+  memory = results["memory"]
+  used = (memory["peak_rss"] - memory["rss_after_import"]) / MIB
+  lines.append(f"| peak memory, laplace value+grad d=1000 full (RSS peak − RSS after import; "
+               f"XLA buffers {memory['xla_bytes'] / MIB:.1f} MiB) | {used:.1f} MiB | ≤ 1024 MiB | "
+               f"{status(memory['passed'])} | — |")
+  checks = results["checks"]
+  info = results["machine"]
+  return "\n".join([
+      f"machine: {info['platform']}, python {info['python']}, {info['cpu_count']} CPUs, "
+      f"jax {info['jax']}, device {info['device']}, x64 {info['x64']}",
+      f"repeats per case: {results['repeats']} (baseline: 5); all float64, after compilation",
+      "", *lines, "",
+      f"checks: laplace R = {checks['laplace_risk']:.10f}, lattice R = "
+      f"{checks['lattice_risk']:.10f}, Monte Carlo R = {checks['monte_carlo_risk']:.5f} ± "
+      f"{checks['monte_carlo_se']:.1e} (z = {checks['monte_carlo_z']:+.2f}); "
+      f"full grids covered: {checks['grid_covered_full']}",
+      "speedups are against the Monte Carlo baseline at d=50 tied θ; none is given for d=1000.",
+  ])
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--quick", action="store_true", help="5 repeats per case instead of 30")
+  parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+  parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--repeats", type=int, default=3, help=argparse.SUPPRESS)
+  args = parser.parse_args(argv)
+  if args.memory_child:
+    memory_child(args.repeats)
+    return
+  results = run(args.quick)
+  print(table(results))
+  if args.json:
+    Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+  main()

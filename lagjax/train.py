@@ -1,0 +1,258 @@
+"""Running a plan with exact population or empirical gradients (THEORY.md sections 3b, 5).
+
+`train(lang, plan)` runs the whole plan in one `jax.lax.scan`, compiled once
+per plan structure. Step sizes enter as an array argument, so sweeps vmap over
+them without recompiling.
+
+Tied fast path: when θ0 is constant on the groups of `partition.of_language`
+and every phase uses the population risk, gradient descent keeps the tie, and
+the simulation runs on the groups. The per-token gradient is the gradient with
+respect to the tied parameter divided by the group size (THEORY.md 3b); the
+optimizer is applied to that, so the run equals the full-d run.
+
+Divergence: a step whose objective or new parameters are not finite, or whose
+objective exceeds `max_risk`, freezes the run at its last finite parameters and
+marks it diverged at that step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from lagjax import languages, metrics, model, plans
+from lagjax import partition as partition_lib
+from lagjax.risk import base, lattice, sampled
+from lagjax.risk import risk_fn as build_route
+
+MAX_RISK = 1e8
+ERROR_SAMPLES = 20_000
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["params", "steps", "risk", "error", "alpha", "beta", "margin",
+                                "diverged", "diverged_step", "grid_covered"],
+                   meta_fields=["route", "error_route", "tied"])
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """A simulated plan. Records are taken at `steps` (every record_every steps and at T).
+
+  Attributes:
+    params: final per-token parameters.
+    steps: (R,) recorded global steps.
+    risk: (R,) population risk at the recorded steps (by `route`).
+    error: (R,) 0-1 error (exact by lattice, or sampled on a fixed sample: `error_route`).
+    alpha, beta: (R, d) per-token parameters.
+    margin: (R,) attention margin α_a - max_{σ≠a} α_σ (a = the language's first letter).
+    diverged: whether the run diverged; diverged_step: the step at which (-1 if not).
+    grid_covered: whether every Laplace evaluation had enough quadrature nodes.
+  """
+
+  params: dict
+  steps: jax.Array
+  risk: jax.Array
+  error: jax.Array
+  alpha: jax.Array
+  beta: jax.Array
+  margin: jax.Array
+  diverged: jax.Array
+  diverged_step: jax.Array
+  grid_covered: jax.Array
+  route: str = "laplace"
+  error_route: str = "lattice"
+  tied: bool = True
+
+  def lag(self) -> metrics.LagMetrics:
+    """Lag metrics of THEORY.md section 6 on the recorded trajectory."""
+    return metrics.lag_metrics(self.alpha, self.beta, self.steps)
+
+
+def sample_counts(key, lang: languages.Language, n_samples: int):
+  """Token counts (N, d) and labels (N,) of N fresh strings (multinomial by sequential binomials)."""
+  length_key, *keys = jax.random.split(key, lang.d)
+  remaining = lang.length.sample(length_key, (n_samples,)).astype(jnp.float64)
+  pi = lang.pi_array
+  left_mass = 1.0 - np.concatenate([[0.0], np.cumsum(pi)[:-1]])
+  columns = []
+  for sigma in range(lang.d - 1):
+    p = float(min(1.0, pi[sigma] / left_mass[sigma]))
+    count = jax.random.binomial(keys[sigma], remaining, p)
+    columns.append(count)
+    remaining = remaining - count
+  columns.append(remaining)
+  counts = jnp.stack(columns, axis=1)
+  return counts, lang.label_counts(counts)
+
+
+def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
+  """The group partition to simulate on (see module docstring)."""
+  base_partition = partition_lib.of_language(lang)
+  population_only = all(isinstance(p.objective, plans.Population) for p in plan.phases)
+  is_tied = all(np.ptp(np.asarray(theta0[k])[list(b)]) == 0
+                for k in ("alpha", "beta") for b in base_partition.blocks)
+  if tied is True and not (is_tied and population_only):
+    raise ValueError("tied=True needs θ0 constant on the language's groups and population "
+                     "objectives in every phase.")
+  if tied is not False and tied not in (True, "auto"):
+    raise ValueError(f"tied must be True, False or 'auto'; got {tied!r}.")
+  if tied is not False and is_tied and population_only:
+    return base_partition
+  return partition_lib.singletons(lang.d)
+
+
+def _check_plan_and_options(plan, record_every, max_risk):
+  if not isinstance(plan, plans.Plan):
+    raise ValueError(f"plan must be a lj.plans.Plan (e.g. lj.plans.three_phase(...)); got "
+                     f"{type(plan).__name__}.")
+  if isinstance(record_every, bool) or int(record_every) != record_every or record_every < 1:
+    raise ValueError(f"record_every must be an integer >= 1; got {record_every!r}.")
+  if not max_risk > 0:
+    raise ValueError(f"max_risk must be > 0; got {max_risk!r}.")
+
+
+def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition_lib.Partition,
+                *, loss="squared", route="auto", cls: bool = False, record_every: int = 1,
+                max_risk: float = MAX_RISK, error_samples: int = ERROR_SAMPLES):
+  """Builds run(theta0_grouped, key, etas) -> Run for one plan structure (not jitted).
+
+  theta0_grouped holds one entry per group of `partition`; etas is a (#phases,)
+  array of step sizes (traceable: vmap it for sweeps).
+  """
+  _check_plan_and_options(plan, record_every, max_risk)
+  loss_fn = base.get_loss(loss)
+  population = build_route(lang, loss=loss, route=route, partition=partition, cls=cls)
+  report = population.report
+  sizes = jnp.asarray(partition.sizes)
+  try:
+    error_report = lattice.build(lang, partition, loss=loss).report
+    error_route = "lattice"
+  except ValueError:
+    error_report = sampled.build(jax.random.key(2**31 - 1), lang, partition, loss=loss,
+                                 n_samples=error_samples).report
+    error_route = "sampled"
+  total_steps = plan.total_steps
+  num_records = -(-total_steps // record_every) + 1
+  letter = lang.letters[0]
+
+  def per_token(grads):
+    """Gradient w.r.t. one token's parameter: tied gradient / group size (THEORY.md 3b)."""
+    return dict(grads, alpha=grads["alpha"] / sizes, beta=grads["beta"] / sizes)
+
+  def objective_branch(phase_index: int, key):
+    objective = plan.phases[phase_index].objective
+    if isinstance(objective, plans.Population):
+      same = objective.route in ("auto", population.name)
+      risk = population.risk if same else build_route(
+          lang, loss=loss, route=objective.route, partition=partition, cls=cls).risk
+      return lambda params, step_key: jax.value_and_grad(risk)(params), None
+    counts, labels = sample_counts(jax.random.fold_in(key, phase_index), lang,
+                                   objective.n_samples)
+
+    def empirical(params, step_key):
+      if objective.batch_size is None:
+        batch_counts, batch_labels = counts, labels
+      else:
+        rows = jax.random.randint(step_key, (objective.batch_size,), 0, objective.n_samples)
+        batch_counts, batch_labels = counts[rows], labels[rows]
+      return jnp.mean(loss_fn(model.forward_counts(params, batch_counts), batch_labels))
+
+    return jax.value_and_grad(empirical), counts
+
+  def record(params, step):
+    population_report = report(params)
+    token_alpha = partition.expand(params["alpha"])
+    return {"steps": jnp.minimum(step, total_steps), "risk": population_report["risk"],
+            "error": error_report(params)["error"], "alpha": token_alpha,
+            "beta": partition.expand(params["beta"]),
+            "margin": model.attention_margin({"alpha": token_alpha}, letter),
+            "grid_covered": population_report.get("grid_covered", jnp.array(True))}
+
+  def run(theta0, key, etas):
+    tx = plan.transformation(etas)
+    branches = [objective_branch(i, key)[0] for i in range(len(plan.phases))]
+
+    def step(carry, t):
+      params, opt_state, diverged, diverged_step = carry
+
+      def do_step(_):
+        value, grads = jax.lax.switch(plan.phase_index(t), branches, params,
+                                      jax.random.fold_in(key, t))
+        updates, new_state = tx.update(per_token(grads), opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        finite = jnp.isfinite(value) & (value <= max_risk) & jnp.all(jnp.array(
+            [jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(new_params)]))
+        keep = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old),
+                                      (new_params, new_state), (params, opt_state))
+        return (*keep, ~finite, jnp.where(finite, -1, t))
+
+      active = (t < total_steps) & ~diverged
+      new = jax.lax.cond(active, do_step, lambda _: carry, None)
+      return new, None
+
+    def block(carry, k):
+      recorded = record(carry[0], k * record_every)
+      steps = k * record_every + jnp.arange(record_every)
+      carry, _ = jax.lax.scan(step, carry, steps)
+      return carry, recorded
+
+    init = (theta0, tx.init(theta0), jnp.array(False), jnp.array(-1))
+    (params, _, diverged, diverged_step), records = jax.lax.scan(
+        block, init, jnp.arange(num_records))
+    token_params = dict(params, alpha=partition.expand(params["alpha"]),
+                        beta=partition.expand(params["beta"]))
+    return Run(params=token_params, steps=records["steps"], risk=records["risk"],
+               error=records["error"], alpha=records["alpha"], beta=records["beta"],
+               margin=records["margin"], diverged=diverged, diverged_step=diverged_step,
+               grid_covered=jnp.all(records["grid_covered"]), route=population.name,
+               error_route=error_route, tied=partition.num_groups < lang.d)
+
+  return run
+
+
+def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squared",
+          route: str = "auto", record_every: int = 1, key=None, num_seeds: int | None = None,
+          tied="auto", max_risk: float = MAX_RISK) -> Run:
+  """Runs `plan` on `lang` from θ0 (default zero) and records the trajectory.
+
+  Args:
+    lang: the language.
+    plan: a lj.plans.Plan.
+    theta0: per-token initial parameters; None is θ0 = 0 (no CLS).
+    loss: "squared" (default), "logistic" or a callable.
+    route: population route for the objective and the records ("auto", "laplace", "lattice").
+    record_every: record every this many steps (and at the end).
+    key: PRNG key for empirical objectives (default key 0).
+    num_seeds: if given, vmaps the run over this many seeds split from `key`.
+    tied: "auto" (tie when exact), True (require), False (simulate all d tokens).
+    max_risk: an objective above this marks the run diverged.
+
+  Returns:
+    A Run (with a leading seed axis on every array when num_seeds is given).
+  """
+  if not isinstance(lang, languages.Language):
+    raise ValueError(f"lang must be a Language; got {type(lang).__name__}.")
+  _check_plan_and_options(plan, record_every, max_risk)
+  theta0 = model.init_params(lang.d) if theta0 is None else theta0
+  model.check_params(theta0, lang.d)
+  partition = choose_partition(lang, theta0, plan, tied)
+  runner = _compiled_runner(lang, plan, partition, loss, route, model.has_cls(theta0),
+                            record_every, max_risk)
+  grouped = dict(theta0, alpha=jnp.asarray(partition.group(jnp.asarray(theta0["alpha"]))),
+                 beta=jnp.asarray(partition.group(jnp.asarray(theta0["beta"]))))
+  key = jax.random.key(0) if key is None else key
+  etas = jnp.asarray(np.nan_to_num(plan.etas))
+  if num_seeds is None:
+    return runner(grouped, key, etas)
+  keys = jax.random.split(key, num_seeds)
+  return jax.vmap(runner, in_axes=(None, 0, None))(grouped, keys, etas)
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled_runner(lang, plan, partition, loss, route, cls, record_every, max_risk):
+  return jax.jit(make_runner(lang, plan, partition, loss=loss, route=route, cls=cls,
+                             record_every=record_every, max_risk=max_risk))
