@@ -13,7 +13,6 @@ from lagjax import languages, lengths, metrics, model, partition, plans, risk  #
 from lagjax.languages import Language, all_of, any_of, occurrence  # noqa: E402
 from lagjax.lengths import fixed, geometric, shifted_poisson  # noqa: E402
 from lagjax.model import forward_counts, forward_tokens, init_params  # noqa: E402
-from lagjax.train import Run, train  # noqa: E402
 from lagjax.risk import (  # noqa: E402
     RiskResult,
     error_rate,
@@ -21,6 +20,7 @@ from lagjax.risk import (  # noqa: E402
     risk_fn,
     sampled_risk,
 )
+from lagjax.train import Run, train  # noqa: E402
 
 __all__ = [
     "Language", "RiskResult", "all_of", "any_of", "error_rate", "fixed", "forward_counts",

@@ -79,6 +79,22 @@ def _scores(params):
   return alpha, beta
 
 
+def _kernels(params, step, left, width, num_points):
+  """Quadrature weights and the kernels exp(-e^s), exp(s - e^s), exp(2s - e^s), s = log(t u_g).
+
+  Returns (x_weights (N,), decay, kernel1, kernel2 (N, G[+1]), lattice points needed).
+  """
+  alpha, _ = _scores(params)
+  log_u = alpha - jax.lax.stop_gradient(alpha.max())
+  x, x_weights, needed = merged_windows(jax.lax.stop_gradient(-log_u), step, left, width,
+                                        num_points)
+  # Beyond s = 40 every kernel is 0 to double precision; the clip keeps exp(s)
+  # finite so gradients never meet inf·0.
+  s = jnp.minimum(x[:, None] + log_u[None, :], 40.0)
+  e_s = jnp.exp(s)
+  return x_weights, jnp.exp(-e_s), jnp.exp(s - e_s), jnp.exp(2 * s - e_s), needed
+
+
 def build(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
           cls: bool = False, step: float = STEP, max_clusters: int | None = None,
           num_points: int | None = None) -> base.Route:
@@ -113,23 +129,14 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
 
   def moments(params):
     """E[y f] and E[f²] by quadrature, and the lattice points the grid needs."""
-    alpha, beta = _scores(params)
-    log_u = alpha - jax.lax.stop_gradient(alpha.max())
-    x, weights, needed = merged_windows(jax.lax.stop_gradient(-log_u), step, left, width,
-                                        num_points)
-    # s = log(t u_g); beyond s = 40 every kernel is 0 to double precision, and the
-    # clip keeps exp(s) finite so gradients never meet inf·0.
-    s = jnp.minimum(x[:, None] + log_u[None, :], 40.0)
-    e_s = jnp.exp(s)
-    decay, kernel1, kernel2 = jnp.exp(-e_s), jnp.exp(s - e_s), jnp.exp(2 * s - e_s)
-    if cls:
-      decay_tokens, kernel1_tokens, kernel2_tokens = decay[:, :-1], kernel1[:, :-1], kernel2[:, :-1]
-    else:
-      decay_tokens, kernel1_tokens, kernel2_tokens = decay, kernel1, kernel2
+    _, beta = _scores(params)
+    kernels = _kernels(params, step, left, width, num_points)
+    x_weights, decay, kernel1, kernel2, needed = kernels
     token_beta = params["beta"]
-    m0 = decay_tokens @ masses.T                       # M(t) per support, (N, K)
-    m1 = kernel1_tokens @ (masses * token_beta).T      # t·M1(t) per support
-    m2 = kernel2_tokens @ (masses[0] * token_beta**2)  # t²·M2(t) on Σ
+    tokens = slice(0, token_beta.shape[0])
+    m0 = decay[:, tokens] @ masses.T                       # M(t) per support, (N, K)
+    m1 = kernel1[:, tokens] @ (masses * token_beta).T      # t·M1(t) per support
+    m2 = kernel2[:, tokens] @ (masses[0] * token_beta**2)  # t²·M2(t) on Σ
     g1 = law.pgf_d1(m0)
     first = g1 * m1
     second = g1[:, 0] * m2 + law.pgf_d2(m0[:, 0]) * m1[:, 0] ** 2
@@ -141,8 +148,8 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
       second = (cls_kernel2[:, 0] * cls_beta**2 * g0[:, 0]
                 + 2 * cls_beta * cls_kernel1[:, 0] * g1[:, 0] * m1[:, 0]
                 + cls_decay[:, 0] * second)
-    mean_yf = weights @ first @ coefs
-    mean_f2 = weights @ second
+    mean_yf = x_weights @ first @ coefs
+    mean_f2 = x_weights @ second
     return mean_yf, mean_f2, needed
 
   def risk(params):
@@ -164,3 +171,57 @@ def points_needed(lang: languages.Language, params, step: float = STEP) -> int:
   _, _, needed = merged_windows(jnp.asarray(alpha.max() - alpha), step, window_left(lang),
                                 window_width(lang, step), 1)
   return int(needed)
+
+
+def attention_moments(lang: languages.Language, partition: partition_lib.Partition | None = None,
+                      *, cls: bool = False, step: float = STEP, num_points: int | None = None):
+  """Builds (H, g) = (E[W Wᵀ], E[y W]) of the group attention masses W at given scores.
+
+  W_g = Σ_{σ∈g} c_σ u_σ / B (plus W_cls = u_cls / B last when cls). By THEORY.md 3a,
+    H_gh = ∫ [G''(M) π_g π_h k1_g k1_h + δ_gh G'(M) π_g k2_g] dx,
+    E[1{w⊆S} W_g] = ∫ G'(M_S) π_{g,S} k1_g dx,
+  with kernels k1 = exp(s - e^s), k2 = exp(2s - e^s); the CLS entries follow from
+  the same identities with e^{-t u_cls} factored out. At fixed α the squared
+  risk is R(β) = ½ βᵀHβ - gᵀβ + ½.
+
+  Returns:
+    fn(params) -> (H, g), reading only params["alpha"] (and "alpha_cls").
+  """
+  partition = partition or partition_lib.singletons(lang.d)
+  coefs, supports = lang.inclusion_exclusion()
+  masses = jnp.asarray(partition.support_masses(lang.pi_array, supports))  # (K, G)
+  law = lang.length
+  left, width = window_left(lang), window_width(lang, step)
+  windows = partition.num_groups + int(cls)
+  if num_points is None:
+    num_points = min(windows, windows if windows <= 8 else MAX_CLUSTERS) * width
+
+  def moments(params):
+    zeros = {k: jnp.zeros_like(v) for k, v in params.items() if k.startswith("beta")}
+    params = dict(params, beta=zeros.get("beta", jnp.zeros_like(params["alpha"])))
+    if cls:
+      params["beta_cls"] = jnp.zeros(())
+    x_weights, decay, kernel1, kernel2, _ = _kernels(params, step, left, width, num_points)
+    groups = masses.shape[1]
+    m0 = decay[:, :groups] @ masses.T                          # (N, K)
+    g1, g2 = law.pgf_d1(m0[:, 0]), law.pgf_d2(m0[:, 0])
+    weighted = kernel1[:, :groups] * masses[0]                 # π_g k1_g on Σ
+    hessian = jnp.einsum("n,n,ng,nh->gh", x_weights, g2, weighted, weighted)
+    hessian += jnp.diag(x_weights @ (g1[:, None] * kernel2[:, :groups] * masses[0]))
+    per_support = jnp.einsum("n,nk,nkg->kg", x_weights, law.pgf_d1(m0),
+                             kernel1[:, None, :groups] * masses[None])
+    if cls:
+      cls_decay, cls_kernel1, cls_kernel2 = decay[:, -1], kernel1[:, -1], kernel2[:, -1]
+      hessian = jnp.einsum("n,n,ng,nh->gh", x_weights, cls_decay * g2, weighted, weighted)
+      hessian += jnp.diag(x_weights @ ((cls_decay * g1)[:, None] * kernel2[:, :groups]
+                                       * masses[0]))
+      cross = x_weights @ ((cls_kernel1 * g1)[:, None] * weighted)
+      corner = x_weights @ (cls_kernel2 * law.pgf(m0[:, 0]))
+      hessian = jnp.block([[hessian, cross[:, None]], [cross[None, :], corner[None, None]]])
+      per_support = jnp.einsum("n,nk,nkg->kg", x_weights, cls_decay[:, None] * law.pgf_d1(m0),
+                               kernel1[:, None, :groups] * masses[None])
+      cls_column = jnp.einsum("n,nk->k", x_weights, cls_kernel1[:, None] * law.pgf(m0))
+      per_support = jnp.concatenate([per_support, cls_column[:, None]], axis=1)
+    return hessian, coefs @ per_support
+
+  return moments

@@ -1,0 +1,340 @@
+"""The three risk routes against each other and against brute force (THEORY.md section 3).
+
+The oracle below is an independent numpy implementation of sections 1-2: it
+enumerates every count vector c ∈ N^d with 1 <= Σc <= N, weights it by
+P(n) · n!/Π c_σ! · Π π_σ^{c_σ}, evaluates f = Σ c e^α β / Σ c e^α (+ CLS once)
+and labels it from the definition of the language (presence of letters). It
+never calls lagjax.risk or lagjax.model.
+"""
+
+import functools
+import math
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lagjax as lj
+
+# Oracle cases: the alphabet size fixes π, the length law and the enumeration
+# depth N. The dropped tail P(n > N) = (1-p)^N is 8.9e-16 (d = 3) and 1.2e-16
+# (d = 4); times sup ℓ <= ½(max|β| + 1)² < 100 for the θ drawn here, the
+# oracle's truncation error is < 1e-13.
+ORACLE_PI = {3: (1 / 3, 1 / 3, 1 / 3), 4: (0.1, 0.2, 0.3, 0.4)}
+ORACLE_P = {3: 0.5, 4: 0.6}
+ORACLE_N = {3: 50, 4: 40}
+LETTERS = {
+    3: {"occurrence": (0,), "any_of": (0, 1), "all_of": (0, 2)},
+    4: {"occurrence": (1,), "any_of": (0, 2), "all_of": (1, 3)},
+}
+CASES = [(d, kind, cls) for d in (3, 4) for kind in ("occurrence", "any_of", "all_of")
+         for cls in (False, True)]
+SEEDS = (0, 1, 2)
+# The lattice is run with tail 1e-15, so its certified bound is <= 1e-15 · 100.
+LATTICE_TOL = 1e-15
+# Agreement tolerances. Each route is exact up to: the oracle tail (< 1e-13),
+# the lattice tail (< 1e-13), the Laplace quadrature (< 1e-15 relative, THEORY
+# 3a) and float64 rounding of sums over ~1.4e5 count vectors of terms <= 100
+# (< 1e5 · 100 · 1.1e-16 ≈ 1e-9 worst case, ~1e-13 in practice for pairwise
+# sums). 1e-10 on risks and 1e-9 on gradients leave room for rounding only.
+RISK_TOL = 1e-10
+GRAD_TOL = 1e-9
+
+
+def make_language(d, kind):
+  """The oracle's language, with the π and geometric law of ORACLE_PI / ORACLE_P."""
+  builder = {"occurrence": lj.occurrence, "any_of": lj.any_of, "all_of": lj.all_of}[kind]
+  letters = LETTERS[d][kind]
+  first = letters[0] if kind == "occurrence" else letters
+  return builder(d, first, pi=ORACLE_PI[d], length=lj.geometric(ORACLE_P[d]))
+
+
+def random_theta(d, seed, cls, scale=2.0):
+  """Per-token θ with normal entries of standard deviation `scale`."""
+  rng = np.random.default_rng(seed)
+  theta = {"alpha": scale * rng.standard_normal(d), "beta": scale * rng.standard_normal(d)}
+  if cls:
+    # 0-d arrays, like lj.init_params(d, cls=True) makes.
+    theta["alpha_cls"] = np.asarray(scale * rng.standard_normal())
+    theta["beta_cls"] = np.asarray(scale * rng.standard_normal())
+  return theta
+
+
+def all_count_vectors(d, n_max):
+  """Every c ∈ N^d with 1 <= Σc <= n_max, built one coordinate at a time."""
+  rows = np.zeros((1, 0), dtype=np.int64)
+  for _ in range(d):
+    used = rows.sum(axis=1)
+    rows = np.concatenate([
+        np.concatenate([rows[used + v <= n_max], np.full(((used + v <= n_max).sum(), 1), v)],
+                       axis=1) for v in range(n_max + 1)])
+  return rows[rows.sum(axis=1) >= 1]
+
+
+@functools.cache
+def enumeration(d, kind):
+  """Count vectors, their probabilities and ±1 labels from the definitions of section 1."""
+  counts = all_count_vectors(d, ORACLE_N[d])
+  n = counts.sum(axis=1)
+  p = ORACLE_P[d]
+  log_factorial = np.array([math.lgamma(k + 1.0) for k in range(ORACLE_N[d] + 1)])
+  log_weight = (math.log(p) + (n - 1) * math.log(1 - p) + log_factorial[n]
+                - log_factorial[counts].sum(axis=1) + counts @ np.log(ORACLE_PI[d]))
+  present = counts[:, list(LETTERS[d][kind])] > 0
+  positive = present.all(axis=1) if kind == "all_of" else present.any(axis=1)
+  return counts, np.exp(log_weight), np.where(positive, 1.0, -1.0)
+
+
+def oracle(d, kind, theta):
+  """Brute-force risks (squared, logistic), 0-1 error and risk gradients at θ."""
+  counts, weight, y = enumeration(d, kind)
+  cls = "alpha_cls" in theta
+  alpha, beta = np.asarray(theta["alpha"], float), np.asarray(theta["beta"], float)
+  shift = max(alpha.max(), float(theta["alpha_cls"])) if cls else alpha.max()
+  u = np.exp(alpha - shift)
+  numerator, denominator = counts @ (u * beta), counts @ u
+  if cls:
+    u0 = math.exp(float(theta["alpha_cls"]) - shift)
+    numerator, denominator = numerator + u0 * float(theta["beta_cls"]), denominator + u0
+  f = numerator / denominator
+  # ∂f/∂β_σ = c_σ u_σ / B and ∂f/∂α_σ = c_σ u_σ (β_σ - f) / B (same for the CLS token).
+  mass = counts * u / denominator[:, None]
+  df = {"alpha": mass * (beta - f[:, None]), "beta": mass}
+  if cls:
+    mass0 = u0 / denominator
+    df.update(alpha_cls=mass0 * (float(theta["beta_cls"]) - f), beta_cls=mass0)
+  dloss = {"squared": f - y, "logistic": -y / (1.0 + np.exp(y * f))}
+  return {
+      "squared": weight @ (0.5 * (f - y) ** 2),
+      "logistic": weight @ np.logaddexp(0.0, -y * f),
+      "error": weight @ (np.sign(f) != y),
+      "positive_rate": weight @ (y > 0),
+      "grad": {loss: {k: weight @ (g * v if v.ndim == 1 else g[:, None] * v) for k, v in df.items()}
+               for loss, g in dloss.items()},
+  }
+
+
+@functools.cache
+def laplace_route(d, kind, cls):
+  route = lj.risk_fn(make_language(d, kind), route="laplace", cls=cls)
+  return jax.jit(jax.value_and_grad(route.risk)), jax.jit(route.risk)
+
+
+@functools.cache
+def lattice_route(d, kind, loss):
+  route = lj.risk_fn(make_language(d, kind), route="lattice", loss=loss, tol=LATTICE_TOL)
+  return jax.jit(jax.value_and_grad(route.risk)), jax.jit(route.report), jax.jit(route.risk)
+
+
+def as_numpy(tree):
+  return jax.tree.map(np.asarray, tree)
+
+
+def test_oracle_enumeration_is_a_probability():
+  """Σ weights = 1 - (1-p)^N and the count of vectors is C(N+d, d) - 1 (checks the oracle)."""
+  for d in (3, 4):
+    counts, weight, _ = enumeration(d, "occurrence")
+    assert counts.shape == (math.comb(ORACLE_N[d] + d, d) - 1, d)
+    assert len({tuple(c) for c in counts}) == counts.shape[0]
+    # Summation of ~1e5 positive terms: relative rounding < 1e-13.
+    np.testing.assert_allclose(weight.sum(), 1 - (1 - ORACLE_P[d]) ** ORACLE_N[d], atol=1e-13)
+
+
+@pytest.mark.parametrize("d, kind", [(d, kind) for d, kind, cls in CASES if not cls])
+def test_positive_rate_matches_oracle(d, kind):
+  """P(y = +1) from the pgf (inclusion-exclusion) equals the enumerated label balance."""
+  lang = make_language(d, kind)
+  expected = oracle(d, kind, random_theta(d, 0, False))["positive_rate"]
+  # Oracle tail < 1e-15; pgf evaluation exact to rounding.
+  assert abs(lang.positive_rate() - expected) < 1e-13
+
+
+@pytest.mark.parametrize("d, kind, cls", CASES)
+def test_laplace_matches_oracle(d, kind, cls):
+  """Laplace route (per-token params) equals brute force in value and gradient."""
+  value_and_grad, _ = laplace_route(d, kind, cls)
+  for seed in SEEDS:
+    theta = random_theta(d, seed, cls)
+    expected = oracle(d, kind, theta)
+    value, grad = value_and_grad(theta)
+    assert abs(float(value) - expected["squared"]) < RISK_TOL
+    chex.assert_trees_all_close(as_numpy(grad), expected["grad"]["squared"], atol=GRAD_TOL,
+                                rtol=0)
+
+
+@pytest.mark.parametrize("d, kind, cls", CASES)
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_lattice_matches_oracle(d, kind, cls, loss):
+  """Lattice route (per-token groups) equals brute force: risk, gradient and 0-1 error."""
+  value_and_grad, report, _ = lattice_route(d, kind, loss)
+  for seed in SEEDS:
+    theta = random_theta(d, seed, cls)
+    expected = oracle(d, kind, theta)
+    value, grad = value_and_grad(theta)
+    details = report(theta)
+    assert float(details["risk_bound"]) < 1e-13
+    assert abs(float(value) - expected[loss]) < RISK_TOL
+    chex.assert_trees_all_close(as_numpy(grad), expected["grad"][loss], atol=GRAD_TOL, rtol=0)
+    # The 0-1 error is a weighted sum of indicators; its only errors are the
+    # two tails (< 1e-15 each) and rounding.
+    assert abs(float(details["error"]) - expected["error"]) < RISK_TOL
+
+
+@pytest.mark.parametrize("d, kind, cls", CASES)
+def test_laplace_and_lattice_gradients_agree(d, kind, cls):
+  """jax.grad of the two exact routes agree with each other (no oracle involved)."""
+  laplace_value_and_grad, _ = laplace_route(d, kind, cls)
+  lattice_value_and_grad, _, _ = lattice_route(d, kind, "squared")
+  theta = random_theta(d, 10, cls)
+  laplace_value, laplace_grad = laplace_value_and_grad(theta)
+  lattice_value, lattice_grad = lattice_value_and_grad(theta)
+  assert abs(float(laplace_value) - float(lattice_value)) < RISK_TOL
+  chex.assert_trees_all_close(as_numpy(laplace_grad), as_numpy(lattice_grad), atol=GRAD_TOL,
+                              rtol=0)
+
+
+@pytest.mark.parametrize("d, kind, cls", CASES)
+def test_population_risk_matches_oracle(d, kind, cls):
+  """lj.population_risk (auto, lattice, logistic) and lj.error_rate equal brute force.
+
+  population_risk ties θ itself and uses the default lattice tail 1e-12, so its
+  certified bound is < 1e-12 · 100 = 1e-10 at worst; the reported bound is added.
+  """
+  lang = make_language(d, kind)
+  theta = random_theta(d, 20, cls)
+  expected = oracle(d, kind, theta)
+  auto = lj.population_risk(lang, theta)
+  assert auto.route == "laplace"
+  assert auto.details["grid_covered"]
+  assert abs(auto.value - expected["squared"]) < RISK_TOL
+  lattice = lj.population_risk(lang, theta, route="lattice")
+  assert lattice.route == "lattice"
+  assert abs(lattice.value - expected["squared"]) < RISK_TOL + lattice.details["risk_bound"]
+  logistic = lj.population_risk(lang, theta, loss="logistic")
+  assert logistic.route == "lattice"
+  assert abs(logistic.value - expected["logistic"]) < RISK_TOL + logistic.details["risk_bound"]
+  error = lj.error_rate(lang, theta)
+  assert error.route == "lattice"
+  assert abs(error.value - expected["error"]) < RISK_TOL + error.details["error_bound"]
+
+
+def test_zero_one_error_counts_sign_zero_as_error():
+  """f = 0 is an error for both labels: at θ = 0 the error is 1, and with β = e_a, α = 0.
+
+  With β = e_a, f = c_a / n is 0 exactly on strings without a (label -1) and
+  positive otherwise, so the error of occurrence(a) is P(a ∉ w) = G(1 - π_a).
+  """
+  d, kind = 3, "occurrence"
+  _, report, _ = lattice_route(d, kind, "squared")
+  zero = {"alpha": np.zeros(d), "beta": np.zeros(d)}
+  assert float(report(zero)["error"]) == pytest.approx(1.0, abs=1e-13)
+  assert oracle(d, kind, zero)["error"] == pytest.approx(1.0, abs=1e-13)
+  beta = np.zeros(d)
+  beta[LETTERS[d][kind][0]] = 1.0
+  theta = {"alpha": np.zeros(d), "beta": beta}
+  p, z = ORACLE_P[d], 1 - ORACLE_PI[d][LETTERS[d][kind][0]]
+  absent = p * z / (1 - (1 - p) * z)
+  expected = oracle(d, kind, theta)["error"]
+  # Tails < 1e-15; rounding over 2.3e4 terms < 1e-13.
+  assert abs(expected - absent) < 1e-13
+  assert abs(float(report(theta)["error"]) - absent) < 1e-13
+  assert abs(lj.error_rate(make_language(d, kind), theta).value - absent) < 1e-12
+
+
+@pytest.mark.parametrize("shift", [3.0, -3.0, 100.0, -100.0])
+@pytest.mark.parametrize("cls", [False, True])
+def test_risk_invariant_to_common_score_shift(shift, cls):
+  """Adding c to every score (α and α_cls) leaves both exact routes unchanged (section 2)."""
+  d, kind = 4, "any_of"
+  _, laplace_risk = laplace_route(d, kind, cls)
+  _, _, lattice_risk = lattice_route(d, kind, "squared")
+  theta = random_theta(d, 30, cls)
+  shifted = dict(theta, alpha=theta["alpha"] + shift)
+  if cls:
+    shifted["alpha_cls"] = theta["alpha_cls"] + shift
+  # Both routes subtract the largest score first; what remains is rounding of
+  # α + c - max (<= 1e-14 for |c| = 100) propagated through f: well below 1e-12.
+  for risk in (laplace_risk, lattice_risk):
+    assert abs(float(risk(shifted)) - float(risk(theta))) < 1e-12
+
+
+# ---------------------------------------------------------------------------
+# d = 50 on tied parameters (section 3b).
+# ---------------------------------------------------------------------------
+
+D_LARGE = 50
+
+
+@functools.cache
+def tied_routes(kind):
+  """Laplace (with CLS) and lattice routes on the language's coarsest partition at d = 50."""
+  lang = lj.occurrence(D_LARGE) if kind == "occurrence" else lj.any_of(D_LARGE, (0, 1))
+  partition = lj.partition.of_language(lang)
+  laplace = lj.risk_fn(lang, route="laplace", partition=partition, cls=True)
+  lattice = lj.risk_fn(lang, route="lattice", partition=partition)
+  return lang, partition, jax.jit(laplace.risk), jax.jit(lattice.report)
+
+
+@pytest.mark.parametrize("kind", ["occurrence", "any_of"])
+def test_laplace_matches_lattice_on_tied_params_d50(kind):
+  """On grouped θ at d = 50 the two routes agree within the lattice's certified bound.
+
+  The Laplace route is exact to < 1e-15 (THEORY 3a); the lattice drops a tail
+  bounded by its reported risk_bound; 1e-13 covers rounding of the ~1e6-term sum.
+  """
+  lang, partition, laplace_risk, lattice_report = tied_routes(kind)
+  assert partition.num_groups == 2
+  rng = np.random.default_rng(7)
+  for _ in range(2):
+    grouped = {"alpha": 2 * rng.standard_normal(2), "beta": 2 * rng.standard_normal(2),
+               "alpha_cls": 2 * rng.standard_normal(), "beta_cls": 2 * rng.standard_normal()}
+    report = lattice_report(grouped)
+    bound = float(report["risk_bound"])
+    assert bound < 1e-10
+    assert abs(float(laplace_risk(grouped)) - float(report["risk"])) < bound + 1e-13
+    # The same θ untied to one entry per token, through the eager API: it
+    # re-ties θ into the same two groups and sizes its own grid.
+    per_token = dict(grouped, alpha=partition.expand(grouped["alpha"]),
+                     beta=partition.expand(grouped["beta"]))
+    chex.assert_shape((per_token["alpha"], per_token["beta"]), (D_LARGE,))
+    assert abs(lj.population_risk(lang, per_token).value - float(laplace_risk(grouped))) < 1e-13
+
+
+# ---------------------------------------------------------------------------
+# Sampled route (section 3c).
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sampled_risk_within_four_standard_errors(seed):
+  """lj.sampled_risk on 2e4 strings is within 4 standard errors of the exact risk at d = 10.
+
+  The sample is fixed by the key, so the test is deterministic; a correct
+  route fails it with probability P(|Z| > 4) ≈ 6e-5 per draw of the key.
+  """
+  d = 10
+  lang = lj.occurrence(d)
+  theta = random_theta(d, 100 + seed, cls=seed == 2, scale=1.0)
+  mean, stderr = lj.sampled_risk(jax.random.key(seed), lang, theta, n_samples=20_000)
+  exact = lj.population_risk(lang, theta).value
+  assert 0 < stderr < 0.1 * exact
+  assert abs(mean - exact) < 4 * stderr
+
+
+def test_sampled_route_gradient_close_to_exact():
+  """The sampled route's risk is a differentiable empirical risk near the exact one."""
+  d = 10
+  lang = lj.any_of(d, (0, 1))
+  theta = {k: jnp.asarray(v) for k, v in random_theta(d, 200, cls=False, scale=1.0).items()}
+  route = lj.risk_fn(lang, route="sampled", key=jax.random.key(3), n_samples=20_000)
+  report = route.report(theta)
+  exact = lj.population_risk(lang, theta).value
+  assert abs(float(report["risk"]) - exact) < 4 * float(report["stderr"])
+  grad = jax.grad(route.risk)(theta)
+  chex.assert_tree_all_finite(grad)
+  exact_grad = jax.grad(lj.risk_fn(lang).risk)(theta)
+  # Each gradient entry is a mean of per-string terms bounded by |f - y|·|∂f| <~ 10;
+  # its standard error at 2e4 strings is < 10/√2e4 ≈ 0.07, so 0.3 is > 4 SE.
+  chex.assert_trees_all_close(grad, exact_grad, atol=0.3, rtol=0)
