@@ -9,23 +9,15 @@ from absl import app
 from ml_collections import config_flags
 
 import lagjax as lj
+from experiments import common
 
 _CONFIG = config_flags.DEFINE_config_file("config")
-
-LANGUAGES = {"occurrence": lambda d, letters: lj.occurrence(d, letters[0]),
-             "any_of": lj.any_of, "all_of": lj.all_of}
-
-
-def make_language(name: str, d: int, letters):
-  if name not in LANGUAGES:
-    raise ValueError(f"config.language = {name!r} is unknown; known: {sorted(LANGUAGES)}.")
-  return LANGUAGES[name](d, tuple(letters))
-
 
 def main(argv):
   del argv
   config = _CONFIG.value
-  lang = make_language(config.language, config.d, config.letters)
+  common.quiet_jax_logs()
+  lang = lj.languages.make(config.language, config.d, config.letters)
   theta = lj.init_params(config.d, cls=config.cls)
   risk = lj.population_risk(lang, theta, loss=config.loss, route=config.route)
   route = lj.risk_fn(lang, loss=config.loss, route=risk.route, cls=config.cls)

@@ -9,7 +9,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from lagjax import languages, lengths, metrics, model, partition, plans, risk  # noqa: E402
+from lagjax import closed_form, languages, lengths, metrics, model, partition, plans, risk  # noqa: E402
 from lagjax.languages import Language, all_of, any_of, occurrence  # noqa: E402
 from lagjax.lengths import fixed, geometric, shifted_poisson  # noqa: E402
 from lagjax.model import forward_counts, forward_tokens, init_params  # noqa: E402
@@ -20,11 +20,11 @@ from lagjax.risk import (  # noqa: E402
     risk_fn,
     sampled_risk,
 )
-from lagjax.train import Run, train  # noqa: E402
+from lagjax.train import Run, train, train_kqv  # noqa: E402
 
 __all__ = [
-    "Language", "RiskResult", "all_of", "any_of", "error_rate", "fixed", "forward_counts",
+    "Language", "RiskResult", "closed_form", "all_of", "any_of", "error_rate", "fixed", "forward_counts",
     "forward_tokens", "geometric", "init_params", "languages", "lengths", "model", "occurrence",
     "metrics", "partition", "plans", "population_risk", "risk", "risk_fn", "Run",
-    "sampled_risk", "shifted_poisson", "train",
+    "sampled_risk", "shifted_poisson", "train", "train_kqv",
 ]

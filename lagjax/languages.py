@@ -187,4 +187,15 @@ def all_of(d: int, letters: Sequence[int], *, pi=None, length=None) -> Language:
   return _make("all_of", d, letters, pi, length)
 
 
-__all__ = ["Language", "occurrence", "any_of", "all_of", "balanced_geometric"]
+LANGUAGES = {"occurrence": lambda d, letters, **kw: occurrence(d, letters[0], **kw),
+             "any_of": any_of, "all_of": all_of}
+
+
+def make(name: str, d: int, letters=(0,), **options) -> Language:
+  """Looks a language up by name ("occurrence", "any_of", "all_of")."""
+  if name not in LANGUAGES:
+    raise ValueError(f"unknown language {name!r}; known languages: {sorted(LANGUAGES)}.")
+  return LANGUAGES[name](d, tuple(letters), **options)
+
+
+__all__ = ["LANGUAGES", "make", "Language", "occurrence", "any_of", "all_of", "balanced_geometric"]

@@ -1,7 +1,8 @@
 """Training plans as optax transformations (THEORY.md section 5).
 
 A plan is a sequence of phases. Each phase trains one parameter group
-("attention" = α and α_cls, "output" = β and β_cls, or "both") with its own
+("attention" = α and α_cls (W_Q, W_K in the KQV form), "output" = β and
+β_cls (W_V, w_o), or "both") with its own
 optax optimizer and step size (a number or an optax schedule of the phase's
 own step) for a number of steps, on an objective (the population risk, or the
 empirical risk of fresh samples).
@@ -25,7 +26,7 @@ import numpy as np
 import optax
 
 GROUPS = ("attention", "output", "both")
-ATTENTION_KEYS = ("alpha", "alpha_cls")
+ATTENTION_KEYS = ("alpha", "alpha_cls", "W_Q", "W_K")  # the rest is the output group
 
 
 @dataclasses.dataclass(frozen=True)

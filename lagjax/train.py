@@ -73,7 +73,7 @@ class Run:
 
 
 def sample_counts(key, lang: languages.Language, n_samples: int):
-  """Token counts (N, d) and labels (N,) of N fresh strings (multinomial by sequential binomials)."""
+  """Token counts (N, d) and labels (N,) of N fresh strings (multinomial as chained binomials)."""
   length_key, *keys = jax.random.split(key, lang.d)
   remaining = lang.length.sample(length_key, (n_samples,)).astype(jnp.float64)
   pi = lang.pi_array
@@ -117,11 +117,14 @@ def _check_plan_and_options(plan, record_every, max_risk):
 
 def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition_lib.Partition,
                 *, loss="squared", route="auto", cls: bool = False, record_every: int = 1,
-                max_risk: float = MAX_RISK, error_samples: int = ERROR_SAMPLES):
+                max_risk: float = MAX_RISK, error_samples: int = ERROR_SAMPLES,
+                kqv_fixed: dict | None = None):
   """Builds run(theta0_grouped, key, etas) -> Run for one plan structure (not jitted).
 
   theta0_grouped holds one entry per group of `partition`; etas is a (#phases,)
-  array of step sizes (traceable: vmap it for sweeps).
+  array of step sizes (traceable: vmap it for sweeps). With `kqv_fixed` (the
+  fixed embeddings of model.init_kqv) the trained parameters are the KQV
+  weights, mapped to (α, β) for the objective and the records.
   """
   _check_plan_and_options(plan, record_every, max_risk)
   loss_fn = base.get_loss(loss)
@@ -141,7 +144,12 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
 
   def per_token(grads):
     """Gradient w.r.t. one token's parameter: tied gradient / group size (THEORY.md 3b)."""
+    if kqv_fixed is not None:
+      return grads
     return dict(grads, alpha=grads["alpha"] / sizes, beta=grads["beta"] / sizes)
+
+  def to_direct(params):
+    return params if kqv_fixed is None else model.kqv_to_direct(params, kqv_fixed)
 
   def objective_branch(phase_index: int, key):
     objective = plan.phases[phase_index].objective
@@ -149,7 +157,8 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
       same = objective.route in ("auto", population.name)
       risk = population.risk if same else build_route(
           lang, loss=loss, route=objective.route, partition=partition, cls=cls).risk
-      return lambda params, step_key: jax.value_and_grad(risk)(params), None
+      return lambda params, step_key: jax.value_and_grad(lambda p: risk(to_direct(p)))(params), \
+          None
     counts, labels = sample_counts(jax.random.fold_in(key, phase_index), lang,
                                    objective.n_samples)
 
@@ -159,11 +168,13 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
       else:
         rows = jax.random.randint(step_key, (objective.batch_size,), 0, objective.n_samples)
         batch_counts, batch_labels = counts[rows], labels[rows]
-      return jnp.mean(loss_fn(model.forward_counts(params, batch_counts), batch_labels))
+      outputs = model.forward_counts(to_direct(params), batch_counts)
+      return jnp.mean(loss_fn(outputs, batch_labels))
 
     return jax.value_and_grad(empirical), counts
 
   def record(params, step):
+    params = to_direct(params)
     population_report = report(params)
     token_alpha = partition.expand(params["alpha"])
     return {"steps": jnp.minimum(step, total_steps), "risk": population_report["risk"],
@@ -203,6 +214,7 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
     init = (theta0, tx.init(theta0), jnp.array(False), jnp.array(-1))
     (params, _, diverged, diverged_step), records = jax.lax.scan(
         block, init, jnp.arange(num_records))
+    params = to_direct(params)
     token_params = dict(params, alpha=partition.expand(params["alpha"]),
                         beta=partition.expand(params["beta"]))
     return Run(params=token_params, steps=records["steps"], risk=records["risk"],
@@ -256,3 +268,23 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
 def _compiled_runner(lang, plan, partition, loss, route, cls, record_every, max_risk):
   return jax.jit(make_runner(lang, plan, partition, loss=loss, route=route, cls=cls,
                              record_every=record_every, max_risk=max_risk))
+
+
+def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float = 0.1,
+              width: int | None = None, key_dim: int | None = None, loss="squared",
+              route: str = "auto", record_every: int = 1, max_risk: float = MAX_RISK) -> Run:
+  """Runs `plan` on the KQV form from a small random init (THEORY.md section 2).
+
+  Attention group: W_Q, W_K; output group: W_V, w_o. Zero is a saddle of this
+  form, so it starts at scale·N(0, 1) weights drawn from `key`. The Run's
+  records are the (α, β) the weights realize, comparable with `train`.
+  """
+  if not isinstance(lang, languages.Language):
+    raise ValueError(f"lang must be a Language; got {type(lang).__name__}.")
+  _check_plan_and_options(plan, record_every, max_risk)
+  init_key, run_key = jax.random.split(key)
+  trainable, fixed = model.init_kqv(init_key, lang.d, width=width, key_dim=key_dim, scale=scale)
+  runner = jax.jit(make_runner(lang, plan, partition_lib.singletons(lang.d), loss=loss,
+                               route=route, record_every=record_every, max_risk=max_risk,
+                               kqv_fixed=fixed))
+  return runner(trainable, run_key, jnp.asarray(np.nan_to_num(plan.etas)))

@@ -118,14 +118,16 @@ def oracle(d, kind, theta):
 
 @functools.cache
 def laplace_route(d, kind, cls):
+  """Jitted θ -> (risk, ∇risk) of the Laplace route on per-token params."""
   route = lj.risk_fn(make_language(d, kind), route="laplace", cls=cls)
-  return jax.jit(jax.value_and_grad(route.risk)), jax.jit(route.risk)
+  return jax.jit(jax.value_and_grad(route.risk))
 
 
 @functools.cache
 def lattice_route(d, kind, loss):
+  """Jitted θ -> ((risk, ∇risk), report) of the lattice route on per-token groups."""
   route = lj.risk_fn(make_language(d, kind), route="lattice", loss=loss, tol=LATTICE_TOL)
-  return jax.jit(jax.value_and_grad(route.risk)), jax.jit(route.report), jax.jit(route.risk)
+  return jax.jit(lambda theta: (jax.value_and_grad(route.risk)(theta), route.report(theta)))
 
 
 def as_numpy(tree):
@@ -154,7 +156,7 @@ def test_positive_rate_matches_oracle(d, kind):
 @pytest.mark.parametrize("d, kind, cls", CASES)
 def test_laplace_matches_oracle(d, kind, cls):
   """Laplace route (per-token params) equals brute force in value and gradient."""
-  value_and_grad, _ = laplace_route(d, kind, cls)
+  value_and_grad = laplace_route(d, kind, cls)
   for seed in SEEDS:
     theta = random_theta(d, seed, cls)
     expected = oracle(d, kind, theta)
@@ -168,12 +170,11 @@ def test_laplace_matches_oracle(d, kind, cls):
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 def test_lattice_matches_oracle(d, kind, cls, loss):
   """Lattice route (per-token groups) equals brute force: risk, gradient and 0-1 error."""
-  value_and_grad, report, _ = lattice_route(d, kind, loss)
+  evaluate = lattice_route(d, kind, loss)
   for seed in SEEDS:
     theta = random_theta(d, seed, cls)
     expected = oracle(d, kind, theta)
-    value, grad = value_and_grad(theta)
-    details = report(theta)
+    (value, grad), details = evaluate(theta)
     assert float(details["risk_bound"]) < 1e-13
     assert abs(float(value) - expected[loss]) < RISK_TOL
     chex.assert_trees_all_close(as_numpy(grad), expected["grad"][loss], atol=GRAD_TOL, rtol=0)
@@ -185,11 +186,9 @@ def test_lattice_matches_oracle(d, kind, cls, loss):
 @pytest.mark.parametrize("d, kind, cls", CASES)
 def test_laplace_and_lattice_gradients_agree(d, kind, cls):
   """jax.grad of the two exact routes agree with each other (no oracle involved)."""
-  laplace_value_and_grad, _ = laplace_route(d, kind, cls)
-  lattice_value_and_grad, _, _ = lattice_route(d, kind, "squared")
   theta = random_theta(d, 10, cls)
-  laplace_value, laplace_grad = laplace_value_and_grad(theta)
-  lattice_value, lattice_grad = lattice_value_and_grad(theta)
+  laplace_value, laplace_grad = laplace_route(d, kind, cls)(theta)
+  (lattice_value, lattice_grad), _ = lattice_route(d, kind, "squared")(theta)
   assert abs(float(laplace_value) - float(lattice_value)) < RISK_TOL
   chex.assert_trees_all_close(as_numpy(laplace_grad), as_numpy(lattice_grad), atol=GRAD_TOL,
                               rtol=0)
@@ -227,7 +226,8 @@ def test_zero_one_error_counts_sign_zero_as_error():
   positive otherwise, so the error of occurrence(a) is P(a ∉ w) = G(1 - π_a).
   """
   d, kind = 3, "occurrence"
-  _, report, _ = lattice_route(d, kind, "squared")
+  evaluate = lattice_route(d, kind, "squared")
+  report = lambda theta: evaluate(theta)[1]
   zero = {"alpha": np.zeros(d), "beta": np.zeros(d)}
   assert float(report(zero)["error"]) == pytest.approx(1.0, abs=1e-13)
   assert oracle(d, kind, zero)["error"] == pytest.approx(1.0, abs=1e-13)
@@ -248,8 +248,8 @@ def test_zero_one_error_counts_sign_zero_as_error():
 def test_risk_invariant_to_common_score_shift(shift, cls):
   """Adding c to every score (α and α_cls) leaves both exact routes unchanged (section 2)."""
   d, kind = 4, "any_of"
-  _, laplace_risk = laplace_route(d, kind, cls)
-  _, _, lattice_risk = lattice_route(d, kind, "squared")
+  laplace_risk = lambda theta: laplace_route(d, kind, cls)(theta)[0]
+  lattice_risk = lambda theta: lattice_route(d, kind, "squared")(theta)[0][0]
   theta = random_theta(d, 30, cls)
   shifted = dict(theta, alpha=theta["alpha"] + shift)
   if cls:
@@ -289,7 +289,8 @@ def test_laplace_matches_lattice_on_tied_params_d50(kind):
   rng = np.random.default_rng(7)
   for _ in range(2):
     grouped = {"alpha": 2 * rng.standard_normal(2), "beta": 2 * rng.standard_normal(2),
-               "alpha_cls": 2 * rng.standard_normal(), "beta_cls": 2 * rng.standard_normal()}
+               "alpha_cls": np.asarray(2 * rng.standard_normal()),
+               "beta_cls": np.asarray(2 * rng.standard_normal())}
     report = lattice_report(grouped)
     bound = float(report["risk_bound"])
     assert bound < 1e-10
@@ -307,7 +308,7 @@ def test_laplace_matches_lattice_on_tied_params_d50(kind):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])
 def test_sampled_risk_within_four_standard_errors(seed):
   """lj.sampled_risk on 2e4 strings is within 4 standard errors of the exact risk at d = 10.
 
@@ -316,25 +317,8 @@ def test_sampled_risk_within_four_standard_errors(seed):
   """
   d = 10
   lang = lj.occurrence(d)
-  theta = random_theta(d, 100 + seed, cls=seed == 2, scale=1.0)
+  theta = random_theta(d, 100 + seed, cls=seed == 1, scale=1.0)
   mean, stderr = lj.sampled_risk(jax.random.key(seed), lang, theta, n_samples=20_000)
   exact = lj.population_risk(lang, theta).value
   assert 0 < stderr < 0.1 * exact
   assert abs(mean - exact) < 4 * stderr
-
-
-def test_sampled_route_gradient_close_to_exact():
-  """The sampled route's risk is a differentiable empirical risk near the exact one."""
-  d = 10
-  lang = lj.any_of(d, (0, 1))
-  theta = {k: jnp.asarray(v) for k, v in random_theta(d, 200, cls=False, scale=1.0).items()}
-  route = lj.risk_fn(lang, route="sampled", key=jax.random.key(3), n_samples=20_000)
-  report = route.report(theta)
-  exact = lj.population_risk(lang, theta).value
-  assert abs(float(report["risk"]) - exact) < 4 * float(report["stderr"])
-  grad = jax.grad(route.risk)(theta)
-  chex.assert_tree_all_finite(grad)
-  exact_grad = jax.grad(lj.risk_fn(lang).risk)(theta)
-  # Each gradient entry is a mean of per-string terms bounded by |f - y|·|∂f| <~ 10;
-  # its standard error at 2e4 strings is < 10/√2e4 ≈ 0.07, so 0.3 is > 4 SE.
-  chex.assert_trees_all_close(grad, exact_grad, atol=0.3, rtol=0)

@@ -1,0 +1,24 @@
+"""Config for experiments.claims: the paper's five plans from zero (THEORY.md section 5).
+
+Step sizes (documented choice, scaled with d so that one plan covers every d):
+  three_phase: η1 = d, η2 = d², η3 = 1 (at d = 50: 50, 2500, 1: the theory's example);
+  attention_first: η2 = d², η3 = 1; output_only: η = 1; attention_only: η = d²;
+  joint: η = 1. Every plan runs `steps` output/joint steps.
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  config.language = "occurrence"
+  config.letters = (0,)
+  config.d_list = (10, 20, 50)
+  config.steps = 300
+  config.eta1_over_d = 1.0   # η1 = eta1_over_d · d
+  config.eta2_over_d2 = 1.0  # η2 = eta2_over_d2 · d²
+  config.eta3 = 1.0
+  config.joint_eta = 1.0
+  config.record_every = 1
+  config.success_risk = 1e-3
+  return config.lock()
