@@ -89,8 +89,8 @@ def plot_lag(all_runs, path):
     steps = np.asarray(runs["joint"].steps)
     ax.plot(steps, np.asarray(lag.r_beta), color=f"C{i}", label=f"r_β, d = {d}")
     ax.plot(steps, np.asarray(lag.r_alpha), color=f"C{i}", ls="--", label=f"r_α, d = {d}")
-  ax.set(xlabel="step", ylabel="relative progress", title="joint GD: relative progress of α (dashed) and β",
-         xscale="symlog")
+  ax.set(xlabel="step", ylabel="relative progress", xscale="symlog",
+         title="joint GD: relative progress of α (dashed) and β")
   ax.legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(path, dpi=120)

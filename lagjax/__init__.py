@@ -23,8 +23,8 @@ from lagjax.risk import (  # noqa: E402
 from lagjax.train import Run, train, train_kqv  # noqa: E402
 
 __all__ = [
-    "Language", "RiskResult", "closed_form", "all_of", "any_of", "error_rate", "fixed", "forward_counts",
-    "forward_tokens", "geometric", "init_params", "languages", "lengths", "model", "occurrence",
-    "metrics", "partition", "plans", "population_risk", "risk", "risk_fn", "Run",
+    "Language", "RiskResult", "Run", "all_of", "any_of", "closed_form", "error_rate", "fixed",
+    "forward_counts", "forward_tokens", "geometric", "init_params", "languages", "lengths",
+    "metrics", "model", "occurrence", "partition", "plans", "population_risk", "risk", "risk_fn",
     "sampled_risk", "shifted_poisson", "train", "train_kqv",
 ]
