@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import jax
 import jax.numpy as jnp
 import matplotlib
 import numpy as np
@@ -97,6 +98,21 @@ def plot_lag(all_runs, path):
   plt.close(fig)
 
 
+def plot_kqv(direct, kqv, d, path):
+  """Risk and attention margin of joint GD: direct (α, β) form vs KQV form mapped to (α, β)."""
+  fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+  for run, name in ((direct, "direct (α, β)"), (kqv, "KQV, mapped to (α, β)")):
+    steps = np.asarray(run.steps)
+    left.plot(steps, np.maximum(np.asarray(run.risk), 1e-16), label=name)
+    right.plot(steps, np.asarray(run.margin), label=name)
+  left.set(yscale="log", xlabel="step", ylabel="population risk", title=f"joint GD, d = {d}")
+  right.set(xlabel="step", ylabel="attention margin α_a - max α_σ")
+  left.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
 def main(argv):
   del argv
   common.quiet_jax_logs()
@@ -123,6 +139,13 @@ def main(argv):
   csv_path, md_path = common.write_table(rows, _WORKDIR.value, "claims")
   plot_risks(all_runs, floors, os.path.join(_WORKDIR.value, "risk_vs_step.png"))
   plot_lag(all_runs, os.path.join(_WORKDIR.value, "lag_curves.png"))
+  d0 = config.d_list[0]
+  kqv = lj.train_kqv(languages[d0], named_plans(config, d0)["joint"],
+                     jax.random.key(config.kqv_seed), scale=config.kqv_scale,
+                     record_every=config.record_every)
+  print(f"d={d0:4d} joint (KQV form)   risk {float(kqv.risk[-1]):.3e}  error "
+        f"{float(kqv.error[-1]):.3e}")
+  plot_kqv(all_runs[d0]["joint"], kqv, d0, os.path.join(_WORKDIR.value, "kqv_vs_direct.png"))
   print(f"wrote {md_path}, {csv_path} and figures in {_WORKDIR.value}")
 
 
