@@ -12,7 +12,6 @@ import math
 
 import chex
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -117,17 +116,27 @@ def oracle(d, kind, theta):
 
 
 @functools.cache
-def laplace_route(d, kind, cls):
-  """Jitted θ -> (risk, ∇risk) of the Laplace route on per-token params."""
-  route = lj.risk_fn(make_language(d, kind), route="laplace", cls=cls)
-  return jax.jit(jax.value_and_grad(route.risk))
+def exact_routes(d, kind, cls):
+  """One jitted θ -> {route: (risk, ∇risk)} for the Laplace and both lattice routes.
 
+  The Laplace route takes per-token params (partition=None); the lattice routes
+  use one group per token and the tail LATTICE_TOL. Compiling the three routes
+  as one program keeps the suite fast.
+  """
+  lang = make_language(d, kind)
+  laplace = lj.risk_fn(lang, route="laplace", cls=cls)
+  lattice = {loss: lj.risk_fn(lang, route="lattice", loss=loss, tol=LATTICE_TOL)
+             for loss in ("squared", "logistic")}
 
-@functools.cache
-def lattice_route(d, kind, loss):
-  """Jitted θ -> ((risk, ∇risk), report) of the lattice route on per-token groups."""
-  route = lj.risk_fn(make_language(d, kind), route="lattice", loss=loss, tol=LATTICE_TOL)
-  return jax.jit(lambda theta: (jax.value_and_grad(route.risk)(theta), route.report(theta)))
+  @jax.jit
+  def evaluate(theta):
+    out = {"laplace": jax.value_and_grad(laplace.risk)(theta)}
+    for loss, route in lattice.items():
+      out[loss] = jax.value_and_grad(route.risk)(theta)
+      out[loss + "_report"] = route.report(theta)
+    return out
+
+  return evaluate
 
 
 def as_numpy(tree):
@@ -156,39 +165,41 @@ def test_positive_rate_matches_oracle(d, kind):
 @pytest.mark.parametrize("d, kind, cls", CASES)
 def test_laplace_matches_oracle(d, kind, cls):
   """Laplace route (per-token params) equals brute force in value and gradient."""
-  value_and_grad = laplace_route(d, kind, cls)
   for seed in SEEDS:
     theta = random_theta(d, seed, cls)
     expected = oracle(d, kind, theta)
-    value, grad = value_and_grad(theta)
+    value, grad = exact_routes(d, kind, cls)(theta)["laplace"]
     assert abs(float(value) - expected["squared"]) < RISK_TOL
     chex.assert_trees_all_close(as_numpy(grad), expected["grad"]["squared"], atol=GRAD_TOL,
                                 rtol=0)
 
 
 @pytest.mark.parametrize("d, kind, cls", CASES)
-@pytest.mark.parametrize("loss", ["squared", "logistic"])
-def test_lattice_matches_oracle(d, kind, cls, loss):
-  """Lattice route (per-token groups) equals brute force: risk, gradient and 0-1 error."""
-  evaluate = lattice_route(d, kind, loss)
+def test_lattice_matches_oracle(d, kind, cls):
+  """Lattice route (per-token groups) equals brute force: risks, gradients and 0-1 error."""
   for seed in SEEDS:
     theta = random_theta(d, seed, cls)
     expected = oracle(d, kind, theta)
-    (value, grad), details = evaluate(theta)
-    assert float(details["risk_bound"]) < 1e-13
-    assert abs(float(value) - expected[loss]) < RISK_TOL
-    chex.assert_trees_all_close(as_numpy(grad), expected["grad"][loss], atol=GRAD_TOL, rtol=0)
-    # The 0-1 error is a weighted sum of indicators; its only errors are the
-    # two tails (< 1e-15 each) and rounding.
-    assert abs(float(details["error"]) - expected["error"]) < RISK_TOL
+    out = exact_routes(d, kind, cls)(theta)
+    for loss in ("squared", "logistic"):
+      value, grad = out[loss]
+      details = out[loss + "_report"]
+      assert float(details["risk_bound"]) < 1e-13
+      assert abs(float(value) - expected[loss]) < RISK_TOL
+      assert abs(float(details["risk"]) - expected[loss]) < RISK_TOL
+      chex.assert_trees_all_close(as_numpy(grad), expected["grad"][loss], atol=GRAD_TOL, rtol=0)
+      # The 0-1 error is a weighted sum of indicators; its only errors are the
+      # two tails (< 1e-15 each) and rounding.
+      assert abs(float(details["error"]) - expected["error"]) < RISK_TOL
 
 
 @pytest.mark.parametrize("d, kind, cls", CASES)
 def test_laplace_and_lattice_gradients_agree(d, kind, cls):
   """jax.grad of the two exact routes agree with each other (no oracle involved)."""
   theta = random_theta(d, 10, cls)
-  laplace_value, laplace_grad = laplace_route(d, kind, cls)(theta)
-  (lattice_value, lattice_grad), _ = lattice_route(d, kind, "squared")(theta)
+  out = exact_routes(d, kind, cls)(theta)
+  laplace_value, laplace_grad = out["laplace"]
+  lattice_value, lattice_grad = out["squared"]
   assert abs(float(laplace_value) - float(lattice_value)) < RISK_TOL
   chex.assert_trees_all_close(as_numpy(laplace_grad), as_numpy(lattice_grad), atol=GRAD_TOL,
                               rtol=0)
@@ -226,8 +237,7 @@ def test_zero_one_error_counts_sign_zero_as_error():
   positive otherwise, so the error of occurrence(a) is P(a ∉ w) = G(1 - π_a).
   """
   d, kind = 3, "occurrence"
-  evaluate = lattice_route(d, kind, "squared")
-  report = lambda theta: evaluate(theta)[1]
+  report = lambda theta: exact_routes(d, kind, False)(theta)["squared_report"]
   zero = {"alpha": np.zeros(d), "beta": np.zeros(d)}
   assert float(report(zero)["error"]) == pytest.approx(1.0, abs=1e-13)
   assert oracle(d, kind, zero)["error"] == pytest.approx(1.0, abs=1e-13)
@@ -248,16 +258,15 @@ def test_zero_one_error_counts_sign_zero_as_error():
 def test_risk_invariant_to_common_score_shift(shift, cls):
   """Adding c to every score (α and α_cls) leaves both exact routes unchanged (section 2)."""
   d, kind = 4, "any_of"
-  laplace_risk = lambda theta: laplace_route(d, kind, cls)(theta)[0]
-  lattice_risk = lambda theta: lattice_route(d, kind, "squared")(theta)[0][0]
   theta = random_theta(d, 30, cls)
   shifted = dict(theta, alpha=theta["alpha"] + shift)
   if cls:
     shifted["alpha_cls"] = theta["alpha_cls"] + shift
+  before, after = exact_routes(d, kind, cls)(theta), exact_routes(d, kind, cls)(shifted)
   # Both routes subtract the largest score first; what remains is rounding of
   # α + c - max (<= 1e-14 for |c| = 100) propagated through f: well below 1e-12.
-  for risk in (laplace_risk, lattice_risk):
-    assert abs(float(risk(shifted)) - float(risk(theta))) < 1e-12
+  for route in ("laplace", "squared", "logistic"):
+    assert abs(float(after[route][0]) - float(before[route][0])) < 1e-12
 
 
 # ---------------------------------------------------------------------------
@@ -322,3 +331,18 @@ def test_sampled_risk_within_four_standard_errors(seed):
   exact = lj.population_risk(lang, theta).value
   assert 0 < stderr < 0.1 * exact
   assert abs(mean - exact) < 4 * stderr
+
+
+def test_population_risk_accepts_python_float_cls():
+  """CLS scalars given as Python floats (accepted by check_params) give the same risk.
+
+  model.check_params accepts any value of shape (), so a Python float is a valid
+  alpha_cls/beta_cls; every entry point must then compute, not crash.
+  """
+  lang = make_language(4, "occurrence")
+  theta = random_theta(4, 40, cls=True)
+  floats = dict(theta, alpha_cls=float(theta["alpha_cls"]), beta_cls=float(theta["beta_cls"]))
+  expected = oracle(4, "occurrence", theta)["squared"]
+  assert abs(lj.population_risk(lang, floats).value - expected) < RISK_TOL
+  route = lj.risk_fn(lang, route="laplace", cls=True)
+  assert abs(float(route.risk(floats)) - expected) < RISK_TOL

@@ -1,0 +1,198 @@
+"""Invalid input raises ValueError with a message that names the offending field."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import lagjax as lj
+from lagjax import model
+
+D = 4
+
+
+@pytest.fixture(scope="module")
+def lang():
+  return lj.occurrence(D, length=lj.geometric(0.5))
+
+
+def params(d=D, **overrides):
+  theta = {"alpha": np.zeros(d), "beta": np.zeros(d)}
+  theta.update(overrides)
+  return theta
+
+
+@pytest.mark.parametrize("d", [1, 0, -3, 2.5, True])
+def test_alphabet_size(d):
+  for builder in (lambda: lj.occurrence(d), lambda: lj.any_of(d, (0,)), lambda: lj.all_of(d, (0,))):
+    with pytest.raises(ValueError, match="alphabet size d"):
+      builder()
+  with pytest.raises(ValueError, match="d must be"):
+    lj.init_params(d)
+
+
+@pytest.mark.parametrize("build, letters", [
+    (lj.occurrence, 4), (lj.occurrence, -1), (lj.any_of, (0, 7)), (lj.all_of, (-2, 1)),
+])
+def test_letters_out_of_range(build, letters):
+  with pytest.raises(ValueError, match="letters must lie in"):
+    build(D, letters)
+
+
+@pytest.mark.parametrize("build", [lj.any_of, lj.all_of])
+def test_letters_repeated_empty_or_everything(build):
+  with pytest.raises(ValueError, match="letters must not repeat"):
+    build(D, (1, 1))
+  with pytest.raises(ValueError, match="letters must name at least one"):
+    build(D, ())
+  with pytest.raises(ValueError, match="letters must leave at least one other"):
+    build(D, (0, 1, 2, 3))
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, -0.1, 1.5, math.nan, math.inf, -math.inf])
+def test_geometric_p(p):
+  with pytest.raises(ValueError, match="geometric p"):
+    lj.geometric(p)
+
+
+@pytest.mark.parametrize("lam", [0.0, -1.0, math.nan, math.inf])
+def test_shifted_poisson_lam(lam):
+  with pytest.raises(ValueError, match="shifted Poisson lam"):
+    lj.shifted_poisson(lam)
+
+
+@pytest.mark.parametrize("n0", [0, -2, 1.5])
+def test_fixed_n0(n0):
+  with pytest.raises(ValueError, match="fixed length n0"):
+    lj.fixed(n0)
+
+
+def test_length_not_a_law():
+  with pytest.raises(ValueError, match="length must be a length law"):
+    lj.occurrence(D, length=0.5)
+
+
+@pytest.mark.parametrize("pi, message", [
+    ([0.5, 0.5], "pi must have shape"),
+    ([[0.25] * 4], "pi must have shape"),
+    ([0.6, 0.6, -0.1, -0.1], "pi must be a distribution"),
+    ([0.3, 0.3, 0.3, 0.3], "pi must be a distribution"),
+    ([0.25, 0.25, 0.25, math.nan], "pi must be a distribution"),
+    ([0.5, 0.5, 0.0, 0.0], "pi must be a distribution"),
+])
+def test_pi_not_a_distribution(pi, message):
+  with pytest.raises(ValueError, match=message):
+    lj.occurrence(D, pi=pi, length=lj.geometric(0.5))
+
+
+def test_no_balanced_length():
+  """OR of 2 of 3 letters has P(y = -1) <= 1/3 for every length: no balanced law exists."""
+  with pytest.raises(ValueError, match="no geometric length law balances"):
+    lj.any_of(3, (0, 1))
+
+
+@pytest.mark.parametrize("theta, message", [
+    (params(alpha=np.zeros(D + 1)), r"params\['alpha'\] must have shape \(4,\)"),
+    (params(beta=np.zeros(D - 1)), r"params\['beta'\] must have shape \(4,\)"),
+    (params(alpha=np.zeros((D, 1))), r"params\['alpha'\] must have shape"),
+    (params(alpha_cls=np.zeros(())), "both 'alpha_cls' and 'beta_cls'"),
+    (params(alpha_cls=np.zeros(2), beta_cls=np.zeros(2)), r"params\['alpha_cls'\] must be a scalar"),
+    (params(gamma=np.zeros(D)), "unknown keys"),
+    ({"alpha": np.zeros(D)}, "keys 'alpha', 'beta'"),
+    (params(alpha=np.array([0.0, np.nan, 0.0, 0.0])), r"params\['alpha'\] must be finite"),
+    (params(beta=np.array([0.0, 0.0, np.inf, 0.0])), r"params\['beta'\] must be finite"),
+    (params(alpha_cls=np.asarray(-np.inf), beta_cls=np.zeros(())),
+     r"params\['alpha_cls'\] must be finite"),
+])
+def test_bad_params(lang, theta, message):
+  """Every eager entry point validates θ before computing."""
+  with pytest.raises(ValueError, match=message):
+    lj.population_risk(lang, theta)
+  with pytest.raises(ValueError, match=message):
+    lj.population_risk(lang, theta, loss="logistic")
+  with pytest.raises(ValueError, match=message):
+    lj.error_rate(lang, theta)
+  with pytest.raises(ValueError, match=message):
+    lj.sampled_risk(jax.random.key(0), lang, theta, n_samples=100)
+  with pytest.raises(ValueError, match=message):
+    model.check_params(theta, D)
+
+
+@pytest.mark.parametrize("route", ["auto", "laplace", "lattice", "sampled"])
+def test_unknown_loss(lang, route):
+  with pytest.raises(ValueError, match="unknown loss 'hinge'"):
+    lj.risk_fn(lang, loss="hinge", route=route, key=jax.random.key(0))
+  with pytest.raises(ValueError, match="unknown loss 'hinge'"):
+    lj.population_risk(lang, params(), loss="hinge")
+  with pytest.raises(ValueError, match="unknown loss 'hinge'"):
+    lj.sampled_risk(jax.random.key(0), lang, params(), loss="hinge", n_samples=100)
+
+
+def test_unknown_route(lang):
+  with pytest.raises(ValueError, match="unknown route 'exact'.*laplace"):
+    lj.risk_fn(lang, route="exact")
+  with pytest.raises(ValueError, match="unknown route 'exact'"):
+    lj.population_risk(lang, params(), route="exact")
+
+
+def test_laplace_needs_squared_loss(lang):
+  with pytest.raises(ValueError, match="route 'laplace' is exact for loss 'squared' only"):
+    lj.risk_fn(lang, route="laplace", loss="logistic")
+  with pytest.raises(ValueError, match="route 'laplace' is exact for loss 'squared' only"):
+    lj.population_risk(lang, params(), route="laplace", loss="logistic")
+
+
+def test_population_risk_refuses_sampled(lang):
+  with pytest.raises(ValueError, match="population_risk is exact"):
+    lj.population_risk(lang, params(), route="sampled")
+
+
+def test_sampled_route_needs_key(lang):
+  with pytest.raises(ValueError, match="needs a PRNG key"):
+    lj.risk_fn(lang, route="sampled")
+
+
+@pytest.mark.parametrize("n_samples", [1, 0, 2.5])
+def test_sampled_n_samples(lang, n_samples):
+  with pytest.raises(ValueError, match="n_samples must be an integer"):
+    lj.sampled_risk(jax.random.key(0), lang, params(), n_samples=n_samples)
+
+
+def test_lattice_too_large():
+  """AND at d = 50 untied: C(N + 50, 50) count vectors, far beyond max_vectors."""
+  with pytest.raises(ValueError, match="lattice route needs .* count vectors"):
+    lj.risk_fn(lj.all_of(50, (0, 1)), route="lattice")
+  with pytest.raises(ValueError, match="more than max_vectors = 10"):
+    lj.risk_fn(lj.occurrence(D, length=lj.geometric(0.5)), route="lattice", max_vectors=10)
+
+
+@pytest.mark.parametrize("tol", [0.0, 1.0, -1e-3])
+def test_lattice_tol(lang, tol):
+  with pytest.raises(ValueError, match="tol must lie in"):
+    lj.risk_fn(lang, route="lattice", tol=tol)
+
+
+def test_lattice_partition_must_refine_language():
+  lang = lj.occurrence(D, length=lj.geometric(0.5))
+  merged = lj.partition.Partition(((0, 1), (2, 3)))
+  with pytest.raises(ValueError, match="partition must refine"):
+    lj.risk_fn(lang, route="lattice", partition=merged)
+
+
+def test_lang_not_a_language():
+  with pytest.raises(ValueError, match="lang must be a Language"):
+    lj.risk_fn("occurrence")
+  with pytest.raises(ValueError, match="lang must be a Language"):
+    lj.population_risk("occurrence", params())
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, math.nan])
+def test_init_kqv_scale(scale):
+  with pytest.raises(ValueError, match="scale must be finite and > 0"):
+    model.init_kqv(jax.random.key(0), D, scale=scale)
+
+
+def test_init_kqv_embeddings_shape():
+  with pytest.raises(ValueError, match=r"embeddings must have shape \(4, 3\)"):
+    model.init_kqv(jax.random.key(0), D, width=3, embeddings=np.eye(D))

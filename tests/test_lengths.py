@@ -1,0 +1,113 @@
+"""Length laws: pmf, generating function, tail, sampler (THEORY.md section 1)."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import lagjax as lj
+from lagjax import lengths
+
+Z = np.array([0.0, 0.25, 0.5, 0.9, 0.99, 1.0])
+
+
+def reference_pmf(law, n):
+  """P(n) from the textbook formulas, independent of the law's log_pmf."""
+  if isinstance(law, lengths.Geometric):
+    return law.p * (1 - law.p) ** (n - 1)
+  if isinstance(law, lengths.ShiftedPoisson):
+    return np.array([math.exp(-law.lam) * law.lam ** (k - 1) / math.factorial(k - 1)
+                     for k in n.astype(int)])
+  return (n == law.n0).astype(float)
+
+
+# Laws and a support cutoff N whose dropped mass, even weighted by n², is < 1e-30.
+LAWS = [
+    (lj.geometric(0.3), 400),
+    (lj.geometric(1 / 49), 6000),
+    (lj.fixed(1), 5),
+    (lj.fixed(6), 10),
+    (lj.shifted_poisson(3.0), 120),
+    (lj.shifted_poisson(0.5), 80),
+]
+IDS = ["geometric0.3", "geometric1/49", "fixed1", "fixed6", "poisson3", "poisson0.5"]
+
+
+@pytest.mark.parametrize("law, n_max", LAWS, ids=IDS)
+def test_pmf(law, n_max):
+  """exp(log_pmf) equals the textbook pmf and sums to one."""
+  n = np.arange(1, n_max + 1)
+  pmf = np.exp(np.asarray(law.log_pmf(n)))
+  np.testing.assert_allclose(pmf, reference_pmf(law, n), rtol=1e-12, atol=1e-300)
+  assert abs(pmf.sum() - 1.0) < 1e-13
+
+
+@pytest.mark.parametrize("law, n_max", LAWS, ids=IDS)
+def test_pgf_and_derivatives_match_sums(law, n_max):
+  """G, G', G'' equal Σ P(n) z^n, Σ n P(n) z^(n-1), Σ n(n-1) P(n) z^(n-2) (truncated)."""
+  n = np.arange(1, n_max + 1)[:, None].astype(float)
+  pmf = reference_pmf(law, n[:, 0])[:, None]
+  z = Z[None, :]
+  pgf = (pmf * z**n).sum(0)
+  pgf_d1 = (pmf * n * z ** (n - 1)).sum(0)
+  pgf_d2 = (pmf * n * (n - 1) * np.where(n >= 2, z ** np.maximum(n - 2, 0), 0.0)).sum(0)
+  # Values are <= G''(1) <= 2(1-p)/p² ≈ 4.7e3; rounding of the sums ~1e-16 relative.
+  np.testing.assert_allclose(law.pgf(Z), pgf, rtol=1e-12, atol=1e-15)
+  np.testing.assert_allclose(law.pgf_d1(Z), pgf_d1, rtol=1e-12, atol=1e-15)
+  np.testing.assert_allclose(law.pgf_d2(Z), pgf_d2, rtol=1e-12, atol=1e-15)
+  # The mean is G'(1).
+  assert law.mean == pytest.approx(float(pgf_d1[-1]), rel=1e-12)
+
+
+@pytest.mark.parametrize("law, n_max", LAWS, ids=IDS)
+def test_tail(law, n_max):
+  """tail(N) = P(n > N) = 1 - Σ_{n<=N} P(n), and, for small tails, Σ_{n>N} P(n)."""
+  n = np.arange(1, n_max + 1)
+  pmf = reference_pmf(law, n)
+  for cut in range(0, min(n_max, 40)):
+    # 1 - (sum of <= 40 terms): absolute rounding < 1e-15.
+    assert abs(law.tail(cut) - (1.0 - pmf[:cut].sum())) < 1e-14
+  for cut in (n_max // 4, n_max // 2):
+    # Deep tails lose nothing in relative terms when summed from the far side.
+    np.testing.assert_allclose(law.tail(cut), pmf[cut:].sum(), rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("law", [lj.geometric(0.3), lj.geometric(1 / 49), lj.shifted_poisson(3.0),
+                                 lj.shifted_poisson(40.0)], ids=str)
+@pytest.mark.parametrize("tail_mass", [0.5, 1e-3, 0.5**10, 1e-12, 1e-16])
+def test_truncation_length_is_smallest(law, tail_mass):
+  """truncation_length(L, m) is the smallest N with P(n > N) <= m."""
+  n_max = lengths.truncation_length(law, tail_mass)
+  assert law.tail(n_max) <= tail_mass
+  assert n_max == 1 or law.tail(n_max - 1) > tail_mass
+
+
+def test_truncation_length_fixed():
+  """A fixed length n0 is never exceeded: N = n0."""
+  assert lengths.truncation_length(lj.fixed(7), 1e-12) == 7
+  assert lj.fixed(7).tail(6) == 1.0 and lj.fixed(7).tail(7) == 0.0
+
+
+@pytest.mark.parametrize("law", [lj.geometric(0.3), lj.geometric(1 / 49), lj.shifted_poisson(3.0)],
+                         ids=str)
+def test_sample_mean_within_five_standard_errors(law):
+  """Samples lie in {1, 2, …} and their mean is within 5 SE of G'(1)."""
+  samples = np.asarray(law.sample(jax.random.key(0), (20_000,)))
+  assert samples.shape == (20_000,)
+  assert samples.min() >= 1
+  assert np.issubdtype(samples.dtype, np.integer)
+  stderr = samples.std(ddof=1) / math.sqrt(samples.size)
+  assert abs(samples.mean() - law.mean) < 5 * stderr
+
+
+def test_sample_fixed():
+  samples = np.asarray(lj.fixed(4).sample(jax.random.key(0), (3, 5)))
+  np.testing.assert_array_equal(samples, np.full((3, 5), 4))
+
+
+def test_laws_are_hashable_values():
+  """Laws are frozen dataclasses: equal parameters give equal, hashable laws."""
+  assert lj.geometric(0.25) == lj.geometric(0.25)
+  assert hash(lj.shifted_poisson(2)) == hash(lj.shifted_poisson(2.0))
+  assert lj.fixed(3) != lj.fixed(4)
