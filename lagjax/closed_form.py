@@ -14,6 +14,7 @@ minimizer on the range of H when every |1 - ηλ| < 1.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -34,23 +35,30 @@ def output_gd(hessian, target, sizes, beta0, eta, steps):
     beta0: initial β (G,); eta: step size; steps: number of steps (may be jnp.inf).
 
   Returns:
-    β_T (G,). Non-finite when some |1 - ηλ| > 1 (the run diverges).
+    β_T (G,). Non-finite or huge when some |1 - ηλ| > 1 (the run diverges).
   """
+  return output_gd_path(hessian, target, sizes, beta0, eta, jnp.asarray(steps)[None])[0]
+
+
+def output_gd_path(hessian, target, sizes, beta0, eta, steps):
+  """β_t for every t in `steps` (R,), from one eigendecomposition; returns (R, G)."""
   root = jnp.sqrt(sizes)
   eigenvalues, basis = jnp.linalg.eigh(hessian / root[:, None] / root[None, :])
   z0 = basis.T @ (root * beta0)
   b = basis.T @ (target / root)
-  rate = eta * jnp.maximum(eigenvalues, 0.0)
+  rate = eta * jnp.maximum(eigenvalues, 0.0)                       # (G,)
   contraction = 1.0 - rate
-  power = jnp.where(rate > 0, jnp.abs(contraction) ** steps * jnp.sign(contraction) ** (
-      jnp.where(jnp.isinf(steps), 0.0, steps)), 1.0)
+  t = jnp.asarray(steps, dtype=jnp.float64)[:, None]               # (R, 1)
+  finite_t = jnp.where(jnp.isinf(t), 0.0, t)
+  sign = jnp.where((contraction < 0) & (jnp.mod(finite_t, 2) == 1), -1.0, 1.0)
+  power = jnp.where(rate > 0, sign * jnp.abs(contraction) ** t, 1.0)
   # (1 - ηλ)^∞ is 0 on the contracting directions; a non-contracting one diverges.
-  power = jnp.where(jnp.isinf(steps) & (rate > 0) & (jnp.abs(contraction) < 1), 0.0, power)
-  geometric_sum = jnp.where(rate > SMALL_RATE, (1.0 - power) / jnp.where(rate > SMALL_RATE,
-                                                                           rate, 1.0), steps)
-  geometric_sum = jnp.where((rate <= SMALL_RATE) & (jnp.abs(b) == 0), 0.0, geometric_sum)
-  z = power * z0 + eta * b * geometric_sum
-  return (basis @ z) / root
+  power = jnp.where(jnp.isinf(t) & (rate > 0) & (jnp.abs(contraction) < 1), 0.0, power)
+  geometric_sum = jnp.where(rate > SMALL_RATE,
+                            (1.0 - power) / jnp.where(rate > SMALL_RATE, rate, 1.0), t)
+  geometric_sum = jnp.where((rate <= SMALL_RATE) & (b == 0), 0.0, geometric_sum)
+  z = power * z0 + eta * b * geometric_sum                         # (R, G)
+  return (z @ basis.T) / root
 
 
 def quadratic_risk(hessian, target, beta):
@@ -152,3 +160,100 @@ def three_phase(lang: languages.Language, eta1: float, eta2: float, eta3: float,
                       beta=partition.expand(params["beta"]))
   return {"params": token_params, "risk": float(laplace.build(lang, partition, cls=cls).risk(
       params)), "error": float(report["error"]) if report else float(np.nan)}
+
+
+class Trajectory(NamedTuple):
+  """A plan simulated in closed form, recorded at `steps` (see make_trajectory)."""
+
+  params: dict           # grouped params at the last finite record
+  steps: jax.Array       # (R,) recorded global steps
+  risk: jax.Array        # (R,) exact squared risk
+  alpha: jax.Array       # (R, G[+1]) grouped α (with α_cls last)
+  beta: jax.Array        # (R, G[+1]) grouped β (with β_cls last)
+  diverged: jax.Array
+  diverged_step: jax.Array
+
+
+def record_steps(total_steps: int, num_records: int) -> np.ndarray:
+  """Global steps round(k T / K), k = 0…K, without repeats (always 0 and T)."""
+  return np.unique(np.round(np.linspace(0, total_steps, num_records + 1)).astype(np.int64))
+
+
+def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: int = 64,
+                    cls: bool = False, partition: partition_lib.Partition | None = None,
+                    max_risk: float = 1e8):
+  """Builds trajectory(etas) -> Trajectory from θ0 = 0, exact at every record.
+
+  Output phases are evaluated in closed form at their record steps (the risk is
+  the quadratic ½βᵀHβ - gᵀβ + ½ of the phase's fixed α); attention phases take
+  exact Laplace steps. A record whose risk is non-finite or above max_risk marks
+  the run diverged at that record's step (located to the record spacing); the
+  final values are those of the last finite record.
+  """
+  _check_closed_form_plan(plan)
+  partition = partition or partition_lib.of_language(lang)
+  sizes = jnp.asarray(partition.sizes)
+  groups = partition.num_groups
+  metric = jnp.concatenate([sizes, jnp.ones(1)]) if cls else sizes
+  route = laplace.build(lang, partition, cls=cls)
+  moments = laplace.attention_moments(lang, partition, cls=cls)
+  value_and_grad = jax.value_and_grad(route.risk)
+  steps = record_steps(plan.total_steps, num_records)
+  bounds = plan.boundaries
+  # Each record belongs to the phase running at its step (the last one to the end).
+  owner = np.minimum(np.searchsorted(bounds[1:], steps, side="right"), len(plan.phases) - 1)
+
+  def stack(params, name):
+    value = params[name]
+    return jnp.concatenate([value, params[name + "_cls"][None]]) if cls else value
+
+  def unstack(params, name, value):
+    new = dict(params, **{name: value[:groups]})
+    if cls:
+      new[name + "_cls"] = value[groups]
+    return new
+
+  def trajectory(etas):
+    params = {"alpha": jnp.zeros(groups), "beta": jnp.zeros(groups)}
+    if cls:
+      params.update(alpha_cls=jnp.zeros(()), beta_cls=jnp.zeros(()))
+    risks, alphas, betas = [], [], []
+    for i, phase in enumerate(plan.phases):
+      local = jnp.asarray(steps[owner == i] - bounds[i])
+      if phase.group == "output":
+        hessian, target = moments(params)
+        path = output_gd_path(hessian, target, metric, stack(params, "beta"), etas[i],
+                              jnp.concatenate([local, jnp.asarray([phase.steps])]))
+        risks.append(jax.vmap(lambda b, h=hessian, g=target: quadratic_risk(h, g, b))(path[:-1]))
+        alphas.append(jnp.broadcast_to(stack(params, "alpha"), (local.shape[0], metric.shape[0])))
+        betas.append(path[:-1])
+        params = unstack(params, "beta", path[-1])
+      else:
+        def attention_step(params, _, eta=etas[i]):
+          risk, grads = value_and_grad(params)
+          scale = jnp.concatenate([sizes, jnp.ones(1)]) if cls else sizes
+          new = unstack(params, "alpha", stack(params, "alpha") - eta * stack(grads, "alpha")
+                        / scale)
+          return new, (risk, stack(params, "alpha"))
+        start_beta = stack(params, "beta")
+        params, (risk_path, alpha_path) = jax.lax.scan(attention_step, params, None,
+                                                       length=phase.steps)
+        risks.append(risk_path[local])
+        alphas.append(alpha_path[local])
+        betas.append(jnp.broadcast_to(start_beta, (local.shape[0], metric.shape[0])))
+    risk = jnp.concatenate(risks)
+    alpha, beta = jnp.concatenate(alphas), jnp.concatenate(betas)
+    bad = ~jnp.isfinite(risk) | (risk > max_risk) | ~jnp.all(jnp.isfinite(alpha), 1) | \
+        ~jnp.all(jnp.isfinite(beta), 1)
+    diverged = bad.any()
+    first_bad = jnp.argmax(bad)
+    last_good = jnp.where(diverged, jnp.maximum(first_bad - 1, 0), risk.shape[0] - 1)
+    keep = jnp.arange(risk.shape[0]) <= last_good
+    risk = jnp.where(keep, risk, risk[last_good])
+    alpha = jnp.where(keep[:, None], alpha, alpha[last_good])
+    beta = jnp.where(keep[:, None], beta, beta[last_good])
+    final = unstack(unstack(params, "alpha", alpha[-1]), "beta", beta[-1])
+    return Trajectory(final, jnp.asarray(steps), risk, alpha, beta, diverged,
+                      jnp.where(diverged, jnp.asarray(steps)[first_bad], -1))
+
+  return trajectory

@@ -28,6 +28,7 @@ import optax
 from lagjax import languages, metrics, model, plans
 from lagjax import partition as partition_lib
 from lagjax.risk import base, lattice
+from lagjax.risk import error as error_lib
 from lagjax.risk import risk_fn as build_route
 
 MAX_RISK = 1e8
@@ -109,6 +110,24 @@ def sampled_error(lang: languages.Language, partition: partition_lib.Partition,
   return report
 
 
+def exact_or_sampled_error(lang, partition, error_samples: int = ERROR_SAMPLES):
+  """The cheapest exact 0-1 error route for the partition, else a fixed-sample estimate.
+
+  Returns (report(params) -> {"error": ...}, route name): "threshold" (two-group
+  occurrence/any_of, O(N)), "lattice" (enumeration), or "sampled".
+  """
+  if error_lib.supports(lang, partition):
+    try:
+      threshold = error_lib.build(lang, partition)
+      return (lambda params: {"error": threshold(params)[0]}), "threshold"
+    except ValueError:
+      pass
+  try:
+    return lattice.build(lang, partition).report, "lattice"
+  except ValueError:
+    return sampled_error(lang, partition, error_samples), "sampled"
+
+
 def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
   """The group partition to simulate on (see module docstring)."""
   base_partition = partition_lib.of_language(lang)
@@ -151,12 +170,7 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
   population = build_route(lang, loss=loss, route=route, partition=partition, cls=cls)
   report = population.report
   sizes = jnp.asarray(partition.sizes)
-  try:
-    error_report = lattice.build(lang, partition, loss=loss).report
-    error_route = "lattice"
-  except ValueError:
-    error_report = sampled_error(lang, partition, error_samples)
-    error_route = "sampled"
+  error_report, error_route = exact_or_sampled_error(lang, partition, error_samples)
   total_steps = plan.total_steps
   num_records = -(-total_steps // record_every) + 1
   letter = lang.letters[0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -21,6 +22,7 @@ from lagjax import partition as partition_lib
 from lagjax.risk import base
 
 MAX_VECTORS = 5_000_000
+SAFE_SPREAD = 600.0
 
 
 def num_count_vectors(num_groups: int, n_max: int) -> int:
@@ -82,16 +84,33 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
     raise ValueError("partition must refine the language's partition (lj.partition.of_language).")
   counts_np = count_vectors(partition.num_groups, n_max)
   weights = jnp.asarray(np.exp(log_weights(counts_np, partition.masses(lang.pi), lang.length)))
-  one_token = np.array([b[0] for b in partition.blocks])
-  token_counts = np.zeros((counts_np.shape[0], lang.d), dtype=np.int64)
-  token_counts[:, one_token] = counts_np
-  labels = jnp.asarray(lang.label_counts(token_counts))
+  # Labels depend on presence only: put each group's presence on its first token.
+  presence = np.zeros((counts_np.shape[0], lang.d), dtype=np.int8)
+  presence[:, [b[0] for b in partition.blocks]] = counts_np > 0
+  labels = jnp.asarray(lang.label_counts(presence))
   counts = jnp.asarray(counts_np, dtype=jnp.float64)
   tail = lang.length.tail(n_max)
   loss_fn = base.get_loss(loss)
 
   def outputs(params):
-    return model.forward_counts(params, counts)
+    """f on every count vector. With a score spread below SAFE_SPREAD, e^{α - max α}
+    cannot underflow to zero for a present group, so f = (c·uβ)/(c·u) in two
+    matrix-vector products; wider spreads take the per-row log-sum-exp path."""
+    alpha = params["alpha"]
+    scores = jnp.concatenate([alpha, params["alpha_cls"][None]]) if "alpha_cls" in params \
+        else alpha
+    spread = jax.lax.stop_gradient(scores.max() - scores.min())
+
+    def direct(params):
+      u = jnp.exp(alpha - jax.lax.stop_gradient(scores.max()))
+      numerator, denominator = counts @ (u * params["beta"]), counts @ u
+      if "alpha_cls" in params:
+        u_cls = jnp.exp(params["alpha_cls"] - jax.lax.stop_gradient(scores.max()))
+        numerator, denominator = numerator + u_cls * params["beta_cls"], denominator + u_cls
+      return numerator / denominator
+
+    return jax.lax.cond(spread < SAFE_SPREAD, direct,
+                        lambda p: model.forward_counts(p, counts), params)
 
   def risk(params):
     return weights @ loss_fn(outputs(params), labels)

@@ -1,0 +1,42 @@
+"""Phase diagram of the three-phase plan at d = 50 over (η1, η2) (the README's main job).
+
+T = 10^4 output steps in phase 3, evaluated in closed form (O(1) in T).
+  python -m experiments.sweep --config experiments/configs/phase_diagram.py --workdir runs/pd
+Override any field, e.g. --config.eta1.num=64 --config.d_list='(100,)'.
+"""
+
+import ml_collections
+
+
+def grid(start, stop, num, scale="log", points=()):
+  """A step-size grid: `points` if given, else `num` points from start to stop."""
+  return ml_collections.ConfigDict(
+      dict(start=float(start), stop=float(stop), num=int(num), scale=scale,
+           points=tuple(float(v) for v in points)))
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  config.language = "occurrence"     # occurrence | any_of | all_of
+  config.letters = (0,)
+  config.d_list = (50,)
+  config.loss = "squared"
+  config.route = "auto"
+  config.plans = ("three_phase",)    # joint | three_phase | attention_first | output_only | ...
+  config.steps_list = (10_000,)      # T
+  config.eta1 = grid(1.0, 1e4, 512)
+  config.eta2 = grid(1.0, 1e6, 512)
+  config.eta3 = grid(1.0, 1.0, 1, points=(1.0,))
+  config.eta = grid(1.0, 1.0, 1, points=(1.0,))
+  config.n_samples_list = (0,)       # 0: population risk; N > 0: empirical risk of N samples
+  config.num_seeds = 1               # seeds per configuration (finite-sample plans)
+  config.success_risk = 1e-3         # ε: a configuration succeeds when final risk <= ε
+  config.num_records = 64            # records per run (risk curves, lag gap)
+  config.chunk_size = 8192
+  config.batch_size = 32
+  config.max_risk = 1e8              # a risk above this marks divergence
+  config.save_trajectories = False
+  config.diagram_axes = ("eta1", "eta2")
+  # Risk-vs-step curves for these configurations (nearest grid points), as (η1, η2).
+  config.curves = ((50.0, 2500.0), (5.0, 2500.0), (50.0, 25.0), (1000.0, 1e5))
+  return config.lock()

@@ -1,0 +1,101 @@
+"""Figures of the sweep binary: the phase diagram and risk-vs-step curves."""
+
+from __future__ import annotations
+
+import os
+
+import matplotlib
+import numpy as np
+
+from lagjax import closed_form, sweep
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+
+RISK_FLOOR = 1e-16  # risks are shown on a log scale; exact zeros sit at this floor
+
+
+def record_steps(results: dict, row: int, num_records: int) -> np.ndarray:
+  steps = int(results["steps"][row])
+  length = len(results["risk_path"][row])
+  if results["engine"][row] == "closed_form":
+    return closed_form.record_steps(steps, num_records)
+  return np.minimum(np.arange(length) * max(1, -(-steps // num_records)), steps)
+
+
+def diagram_groups(results: dict, axes: tuple[str, str]):
+  """Static groups whose rows vary over both diagram axes."""
+  x, y = axes
+  for key, rows in sweep.group_rows(results).items():
+    if np.unique(results[x][rows]).size > 1 and np.unique(results[y][rows]).size > 1:
+      yield key, rows
+
+
+def phase_diagram(results: dict, config, path: str) -> str | None:
+  x_name, y_name = config.diagram_axes
+  groups = list(diagram_groups(results, (x_name, y_name)))
+  if not groups:
+    return None
+  fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 5), squeeze=False)
+  for ax, (key, rows) in zip(axes[0], groups):
+    xs, ys = np.unique(results[x_name][rows]), np.unique(results[y_name][rows])
+    risk = np.full((ys.size, xs.size), np.nan)
+    diverged = np.zeros((ys.size, xs.size), bool)
+    # Average over seeds and any other axis (a single value in the default configs).
+    counts = np.zeros_like(risk)
+    for r in rows:
+      i, j = np.searchsorted(ys, results[y_name][r]), np.searchsorted(xs, results[x_name][r])
+      risk[i, j] = np.nan_to_num(risk[i, j]) + results["final_risk"][r]
+      counts[i, j] += 1
+      diverged[i, j] |= bool(results["diverged"][r])
+    risk = np.maximum(risk / counts, RISK_FLOOR)
+    mesh = ax.pcolormesh(xs, ys, np.ma.masked_where(diverged, risk), shading="nearest",
+                         norm=LogNorm(vmin=max(risk.min(), RISK_FLOOR), vmax=risk.max()),
+                         cmap="viridis")
+    fig.colorbar(mesh, ax=ax, label="final population risk")
+    if diverged.any():
+      ax.pcolormesh(xs, ys, np.ma.masked_where(~diverged, np.ones_like(risk)), shading="nearest",
+                    cmap=matplotlib.colors.ListedColormap(["#d62728"]))
+    success = np.where(diverged, np.inf, risk) <= config.success_risk
+    if success.any() and (~success).any():
+      ax.contour(xs, ys, success.astype(float), levels=[0.5], colors="white", linewidths=1.5)
+    ax.set(xscale="log", yscale="log", xlabel=x_name.replace("eta", "η"),
+           ylabel=y_name.replace("eta", "η"),
+           title=f"{key.plan}, d = {key.d}, T = {key.steps}"
+                 + (f", N = {key.n_samples}" if key.n_samples else ""))
+  fig.suptitle(f"white contour: risk ≤ ε = {config.success_risk:g}; red: diverged", fontsize=10)
+  fig.tight_layout()
+  fig.savefig(path, dpi=130)
+  plt.close(fig)
+  return path
+
+
+def risk_curves(results: dict, config, path: str) -> str | None:
+  x_name, y_name = config.diagram_axes
+  groups = list(diagram_groups(results, (x_name, y_name)))
+  if not groups or not config.curves:
+    return None
+  key, rows = groups[0]
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for x_value, y_value in config.curves:
+    distance = (np.log(results[x_name][rows] / x_value) ** 2
+                + np.log(results[y_name][rows] / y_value) ** 2)
+    row = int(rows[np.argmin(distance)])
+    label = (f"{x_name} = {results[x_name][row]:.3g}, {y_name} = {results[y_name][row]:.3g}"
+             + (" (diverged)" if results["diverged"][row] else ""))
+    ax.plot(record_steps(results, row, config.num_records),
+            np.maximum(results["risk_path"][row], RISK_FLOOR), marker=".", label=label)
+  ax.set(yscale="log", xscale="symlog", xlabel="step", ylabel="population risk",
+         title=f"{key.plan}, d = {key.d}, T = {key.steps}")
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=130)
+  plt.close(fig)
+  return path
+
+
+def sweep_figures(results: dict, config, workdir: str) -> list[str]:
+  paths = [phase_diagram(results, config, os.path.join(workdir, "phase_diagram.png")),
+           risk_curves(results, config, os.path.join(workdir, "risk_vs_step.png"))]
+  return [p for p in paths if p]

@@ -1,0 +1,232 @@
+"""Batch sweeps of training plans: which step-size regimes learn, which fail.
+
+  python -m experiments.sweep --config experiments/configs/phase_diagram.py --workdir runs/pd
+
+Writes to --workdir: results.csv (one row per configuration), metadata.json,
+phase_diagram.png, risk_vs_step.png, trajectories.npz (config.save_trajectories)
+and prints a regime report. Interrupted sweeps resume from workdir/chunks.
+
+Several hosts: start the same command on every host with
+  --coordinator=HOST0:PORT --num_processes=P --process_id=p
+(jax.distributed); workdir must be a folder every host sees. Each process takes
+every P-th chunk; process 0 waits for all chunks and writes the outputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import subprocess
+import time
+
+import jax
+import numpy as np
+from absl import app, flags
+from ml_collections import config_flags
+
+import lagjax as lj
+from experiments import common, plotting
+from lagjax import sweep
+
+_CONFIG = config_flags.DEFINE_config_file("config")
+_WORKDIR = flags.DEFINE_string("workdir", "runs/sweep", "Output folder (resumable).")
+_OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace a workdir holding another config.")
+_QUIET = flags.DEFINE_bool("quiet", False, "No progress bar.")
+_COORDINATOR = flags.DEFINE_string("coordinator", None, "host:port of process 0 (multi-host).")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", 1, "Processes in a multi-host run.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", 0, "This process's index (multi-host).")
+
+GRID_SCALES = ("log", "linear")
+
+
+def grid_values(config, name: str) -> np.ndarray:
+  """The step sizes of grid config.<name>, validated."""
+  spec = config[name]
+  if spec.points:
+    values = np.asarray(spec.points, dtype=np.float64)
+  else:
+    if spec.scale not in GRID_SCALES:
+      raise ValueError(f"config.{name}.scale must be one of {GRID_SCALES}; got {spec.scale!r}.")
+    if spec.num < 1:
+      raise ValueError(f"config.{name}.num must be >= 1 (the grid is empty); got {spec.num}.")
+    if spec.scale == "log":
+      if spec.start <= 0 or spec.stop <= 0:
+        raise ValueError(f"config.{name}: a log grid needs start, stop > 0; got "
+                         f"{spec.start}, {spec.stop}.")
+      values = np.geomspace(spec.start, spec.stop, spec.num)
+    else:
+      values = np.linspace(spec.start, spec.stop, spec.num)
+  if values.size == 0:
+    raise ValueError(f"config.{name} is empty; give points=(...) or num >= 1.")
+  if not np.all(np.isfinite(values)) or np.any(values < 0):
+    raise ValueError(f"config.{name} step sizes must be finite and >= 0; got {values.min()}.")
+  return values
+
+
+def validate(config) -> dict:
+  """Checks every field before any compute; returns the step-size grids."""
+  unknown = [p for p in config.plans if p not in sweep.PLAN_ETAS]
+  if unknown or not config.plans:
+    raise ValueError(f"config.plans has unknown or no plans {unknown}; known plans: "
+                     f"{sorted(sweep.PLAN_ETAS)}.")
+  lj.risk.resolve_route(config.loss, config.route)
+  if config.route == "sampled":
+    raise ValueError("config.route must be exact for sweeps: 'auto', 'laplace' or 'lattice'.")
+  if not config.d_list or any(int(d) != d or d < 2 for d in config.d_list):
+    raise ValueError(f"config.d_list must be non-empty integers >= 2; got {config.d_list}.")
+  if not config.steps_list or any(int(t) != t or t < 1 for t in config.steps_list):
+    raise ValueError(f"config.steps_list (T) must be non-empty integers >= 1; got "
+                     f"{config.steps_list}.")
+  if not config.n_samples_list or any(n < 0 for n in config.n_samples_list):
+    raise ValueError(f"config.n_samples_list must be integers >= 0 (0 = population); got "
+                     f"{config.n_samples_list}.")
+  if not config.success_risk > 0:
+    raise ValueError(f"config.success_risk (ε) must be > 0; got {config.success_risk}.")
+  for name in ("num_seeds", "num_records", "chunk_size", "batch_size"):
+    if config[name] < 1:
+      raise ValueError(f"config.{name} must be >= 1; got {config[name]}.")
+  if not config.max_risk > 0:
+    raise ValueError(f"config.max_risk must be > 0; got {config.max_risk}.")
+  for d in config.d_list:
+    lj.languages.make(config.language, d, config.letters)
+  used = {name for plan in config.plans for name in sweep.PLAN_ETAS[plan]}
+  return {name: grid_values(config, name) for name in sorted(used)}
+
+
+def prepare_workdir(workdir: str, config_json: str, overwrite: bool) -> None:
+  """Refuses a workdir that holds another config (unless overwrite); records this one."""
+  path = os.path.join(workdir, "config.json")
+  if os.path.exists(path):
+    with open(path) as f:
+      previous = f.read()
+    if previous != config_json:
+      if not overwrite:
+        raise ValueError(f"workdir {workdir} holds a different config (see {path}); use another "
+                         "--workdir or pass --overwrite to discard it.")
+      shutil.rmtree(workdir)
+  os.makedirs(workdir, exist_ok=True)
+  if not os.path.exists(path):
+    temporary = path + ".tmp"
+    with open(temporary, "w") as f:
+      f.write(config_json)
+    os.replace(temporary, path)
+
+
+def write_results(results: dict, workdir: str) -> str:
+  status = np.where(results["diverged"], "diverged", "ok")
+  rows = []
+  for i in range(results["plan"].shape[0]):
+    rows.append({
+        "plan": results["plan"][i], "d": int(results["d"][i]), "T": int(results["steps"][i]),
+        "N": int(results["n_samples"][i]), "seed": int(results["seed"][i]),
+        **{name: ("" if np.isnan(results[name][i]) else repr(float(results[name][i])))
+           for name in sweep.ETA_NAMES},
+        "final_risk": repr(float(results["final_risk"][i])),
+        "error": repr(float(results["error"][i])), "margin": repr(float(results["margin"][i])),
+        "lag_gap": repr(float(results["lag_gap"][i])), "status": status[i],
+        "diverged_step": int(results["diverged_step"][i]), "engine": results["engine"][i]})
+  path, _ = common.write_table(rows, workdir, "results")
+  os.remove(os.path.join(workdir, "results.md"))
+  return path
+
+
+def regime_report(results: dict, success_risk: float) -> str:
+  """Per (plan, d, T) and η1: the smallest succeeding η2 and the largest η2 before divergence."""
+  lines = []
+  rows = results["plan"] == "three_phase"
+  for d in np.unique(results["d"][rows]):
+    for steps in np.unique(results["steps"][rows]):
+      sel = rows & (results["d"] == d) & (results["steps"] == steps)
+      lines.append(f"three_phase, d = {d}, T = {steps}: success means final risk <= "
+                   f"{success_risk:g}")
+      for eta1 in np.unique(results["eta1"][sel]):
+        at = sel & (results["eta1"] == eta1)
+        success = at & (results["final_risk"] <= success_risk) & ~results["diverged"]
+        stable = at & ~results["diverged"]
+        smallest = results["eta2"][success].min() if success.any() else None
+        largest = results["eta2"][stable].max() if stable.any() else None
+        lines.append(f"  η1 = {eta1:10.4g}: smallest η2 that succeeds "
+                     f"{'none' if smallest is None else f'{smallest:.4g}':>10}, largest η2 "
+                     f"before divergence {'none' if largest is None else f'{largest:.4g}':>10}")
+  return "\n".join(lines)
+
+
+def save_trajectories(results: dict, workdir: str, num_records: int) -> None:
+  """trajectories.npz: per static group, its rows, record steps and risk at each record."""
+  arrays = {}
+  for key, rows in sweep.group_rows(results).items():
+    name = f"{key.plan}_d{key.d}_T{key.steps}_N{key.n_samples}"
+    arrays[f"{name}_rows"] = rows
+    arrays[f"{name}_risk"] = np.stack([results["risk_path"][int(i)] for i in rows])
+    arrays[f"{name}_steps"] = lj.closed_form.record_steps(key.steps, num_records) if results[
+        "engine"][rows[0]] == "closed_form" else np.minimum(
+            np.arange(arrays[f"{name}_risk"].shape[1]) * max(1, -(-key.steps // num_records)),
+            key.steps)
+  np.savez(os.path.join(workdir, "trajectories.npz"), **arrays)
+
+
+def git_commit() -> str:
+  try:
+    return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True, cwd=os.path.dirname(__file__)).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return "unknown"
+
+
+def main(argv):
+  del argv
+  common.quiet_jax_logs()
+  config = _CONFIG.value
+  if _COORDINATOR.value:
+    jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+  try:
+    grids = validate(config)
+    config_json = config.to_json_best_effort(sort_keys=True, indent=2)
+    prepare_workdir(_WORKDIR.value, config_json, _OVERWRITE.value)
+  except ValueError as error:
+    raise app.UsageError(str(error)) from error
+  workdir = _WORKDIR.value
+  grids.update({name: [np.nan] for name in sweep.ETA_NAMES if name not in grids})
+  table = sweep.build_table(config.plans, config.d_list, config.steps_list, grids,
+                            n_samples_list=config.n_samples_list,
+                            seeds=range(config.num_seeds))
+  start = time.time()
+  results = sweep.run_sweep(
+      table, workdir, lambda d: lj.languages.make(config.language, d, config.letters),
+      loss=config.loss, route=config.route, chunk_size=config.chunk_size,
+      batch_size=config.batch_size, num_records=config.num_records, max_risk=config.max_risk,
+      quiet=_QUIET.value, process_index=jax.process_index(), process_count=jax.process_count())
+  wall = time.time() - start
+  if results is None:
+    return
+  csv_path = write_results(results, workdir)
+  steps = {int(t): lj.closed_form.record_steps(int(t), config.num_records).tolist()
+           for t in config.steps_list}
+  metadata = {
+      "config": json.loads(config_json),
+      "config_sha256": hashlib.sha256(config_json.encode()).hexdigest(),
+      "versions": {p: importlib.metadata.version(p) for p in
+                   ("lagjax", "jax", "jaxlib", "optax", "numpy", "ml-collections")},
+      "git_commit": git_commit(), "python": platform.python_version(),
+      "devices": [str(d) for d in jax.devices()], "process_count": jax.process_count(),
+      "configurations": int(table["plan"].shape[0]), "wall_seconds": wall,
+      "configs_per_second": table["plan"].shape[0] / max(wall, 1e-9),
+      "record_steps_closed_form": steps,
+  }
+  with open(os.path.join(workdir, "metadata.json"), "w") as f:
+    json.dump(metadata, f, indent=2)
+  if config.save_trajectories:
+    save_trajectories(results, workdir, config.num_records)
+  figures = plotting.sweep_figures(results, config, workdir)
+  print(regime_report(results, config.success_risk))
+  print(f"{table['plan'].shape[0]} configurations in {wall:.1f} s "
+        f"({metadata['configs_per_second']:.0f}/s); wrote {csv_path}, metadata.json, "
+        f"{', '.join(os.path.basename(p) for p in figures)} in {workdir}")
+
+
+if __name__ == "__main__":
+  app.run(main)

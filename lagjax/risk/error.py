@@ -1,0 +1,103 @@
+"""Exact 0-1 error for two-group partitions by per-length thresholds.
+
+For occurrence/any_of with θ tied on the language's two groups (L = the
+letters, R = the rest), f has the sign of the numerator
+    num(c, n) = c u_L β_L + (n - c) u_R β_R + u_0 β_0,
+c = #letters of L in w, n = |w|, u = e^{α - α_max} (u_0 β_0 = 0 without CLS).
+Strings with c = 0 have y = -1 (error iff num >= 0); strings with c >= 1 have
+y = +1 (error iff num <= 0). num is linear in c, so for each n the erroneous c
+in 1 <= c <= n - 1 form an interval, and
+    P(error) = Σ_{n<=N} P(n) [P(c=0|n) 1{num(0,n) >= 0} + P(c=n|n) 1{num(n,n) <= 0}
+                              + P(c ∈ interval | n)],
+with c | n ~ Binomial(n, π_L). The binomial CDFs for n <= N are tabulated once,
+so each evaluation costs O(N); the dropped tail is at most P(n > N).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from lagjax import languages
+from lagjax import lengths as lengths_lib
+from lagjax import partition as partition_lib
+
+MAX_TABLE_LENGTH = 4096
+
+
+def supports(lang: languages.Language, partition: partition_lib.Partition) -> bool:
+  """Whether the threshold route applies: a two-group partition of occurrence/any_of."""
+  return (lang.kind in ("occurrence", "any_of") and partition.num_groups == 2
+          and any(set(b) == set(lang.letters) for b in partition.blocks))
+
+
+def build(lang: languages.Language, partition: partition_lib.Partition, *, tol: float = 1e-12):
+  """Builds error(params) -> (exact 0-1 error, tail bound) on grouped params (G = 2).
+
+  Raises:
+    ValueError: if the partition is not the two-group partition of an
+      occurrence/any_of language, or the lengths needed exceed MAX_TABLE_LENGTH.
+  """
+  if not supports(lang, partition):
+    raise ValueError("the threshold error route needs occurrence/any_of tied in two groups "
+                     "(the letters and the rest).")
+  n_max = lengths_lib.truncation_length(lang.length, tol)
+  if n_max > MAX_TABLE_LENGTH:
+    raise ValueError(f"threshold error route tabulates lengths up to {MAX_TABLE_LENGTH}; this "
+                     f"length law needs {n_max} for tail {tol:g}.")
+  letters = next(g for g, b in enumerate(partition.blocks) if set(b) == set(lang.letters))
+  pi_letters = float(partition.masses(lang.pi)[letters])
+  n = np.arange(n_max + 1)
+  c = np.arange(n_max + 1)
+  log_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1.0, n_max + 1)))])
+  log_binomial = (log_factorial[n][:, None] - log_factorial[c][None, :]
+                  - log_factorial[np.maximum(n[:, None] - c[None, :], 0)]
+                  + c[None, :] * math.log(pi_letters)
+                  + (n[:, None] - c[None, :]) * math.log1p(-pi_letters))
+  pmf = np.where(c[None, :] <= n[:, None], np.exp(log_binomial), 0.0)
+  cdf = jnp.asarray(np.cumsum(pmf, axis=1))                   # P(c <= k | n), (N+1, N+1)
+  length_pmf = np.exp(np.asarray(lang.length.log_pmf(n[1:])))
+  length_pmf = jnp.asarray(np.concatenate([[0.0], length_pmf]))
+  lengths = jnp.asarray(n, dtype=jnp.float64)
+  rows = jnp.arange(n_max + 1)
+  tail = lang.length.tail(n_max)
+  other = 1 - letters
+
+  def cdf_at(k):
+    """P(c <= k | n) for real k per row (k < 0 gives 0)."""
+    index = jnp.clip(jnp.floor(k), -1, n_max).astype(jnp.int64)
+    return jnp.where(index < 0, 0.0, cdf[rows, jnp.maximum(index, 0)])
+
+  def numerator(params, groups):
+    """num(c, n) = c·a + (n - c)·b + e, scores shifted by their max over `groups` (+ CLS)."""
+    alpha = params["alpha"]
+    present = [alpha[g] for g in groups] + ([params["alpha_cls"]] if "alpha_cls" in params else [])
+    shift = jnp.max(jnp.stack(present))
+    u = jnp.exp(jnp.minimum(alpha - shift, 0.0))
+    beta = params["beta"]
+    extra = jnp.exp(params["alpha_cls"] - shift) * params["beta_cls"] if "alpha_cls" in params \
+        else 0.0
+    return u[letters] * beta[letters], u[other] * beta[other], extra
+
+  def error(params):
+    no_letter_pmf, all_letter_pmf = pmf[:, 0], pmf[rows, rows]
+    # Strings with one kind of token are scaled by their own maximum score, so a
+    # score spread that underflows the other group cannot flip their sign.
+    _, b, e = numerator(params, [other])
+    no_letter = no_letter_pmf * (lengths * b + e >= 0)            # c = 0: y = -1
+    a, _, e = numerator(params, [letters])
+    all_letter = all_letter_pmf * (lengths * a + e <= 0)          # c = n: y = +1
+    # 1 <= c <= n - 1: both groups present; num is linear in c with this slope.
+    a, b, e = numerator(params, [letters, other])
+    slope, offset = a - b, lengths * b + e
+    root = -offset / jnp.where(slope != 0, slope, 1.0)
+    below = cdf_at(jnp.minimum(root, lengths - 1)) - cdf_at(0.0)          # slope > 0: c <= root
+    above = cdf_at(lengths - 1) - cdf_at(jnp.maximum(jnp.ceil(root), 1.0) - 1)  # slope < 0
+    flat = jnp.where(offset <= 0, cdf_at(lengths - 1) - cdf_at(0.0), 0.0)
+    middle = jnp.maximum(jnp.where(slope > 0, below, jnp.where(slope < 0, above, flat)), 0.0)
+    per_length = no_letter + all_letter + middle
+    return length_pmf @ per_length, tail
+
+  return error
