@@ -262,7 +262,7 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
   if process_index != 0:
     return None
   _wait_for(pending, wait_timeout)
-  for group_index, (key, rows) in enumerate(groups.items()):
+  for group_index, rows in enumerate(groups.values()):
     for chunk_index in range(math.ceil(rows.size / chunk_size)):
       with np.load(chunk_path(workdir, group_index, chunk_index)) as chunk:
         chunk_rows = chunk["rows"]

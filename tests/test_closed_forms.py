@@ -304,11 +304,12 @@ def test_many_score_clusters_population_risk():
 
 
 def test_many_score_clusters_route_reports_coverage():
-  """A route built for 4 clusters flags the uncovered grid; one built for 10 is exact."""
+  """The default route (MAX_CLUSTERS clusters when d > 8) flags the uncovered grid;
+  one built for 10 clusters is exact."""
   lang, theta = hard_attention_case()
   expected = hard_attention_risk(lang, theta["beta"])
-  small = lj.risk_fn(lang).report(theta)
+  small = jax.jit(lj.risk_fn(lang).report)(theta)
   assert not bool(small["grid_covered"])
-  large = lj.risk_fn(lang, max_clusters=10).report(theta)
+  large = jax.jit(lj.risk_fn(lang, max_clusters=10).report)(theta)
   assert bool(large["grid_covered"])
   assert abs(float(large["risk"]) - expected) < 1e-12

@@ -74,7 +74,7 @@ def test_inclusion_exclusion_reproduces_labels(name):
 
 
 def test_positive_rate_by_enumerating_strings():
-  """P(y = +1) from the pgf equals the share of all d^n strings at a fixed length n, weighted by π."""
+  """P(y = +1) from the pgf equals the π-weighted share of all d^n strings at fixed length n."""
   pi = np.array([0.1, 0.2, 0.3, 0.15, 0.25])
   n0 = 4
   for lang in (lj.occurrence(5, 1, pi=pi, length=lj.fixed(n0)),

@@ -35,9 +35,10 @@ SEEDS = (0, 1, 2)
 LATTICE_TOL = 1e-15
 # Agreement tolerances. Each route is exact up to: the oracle tail (< 1e-13),
 # the lattice tail (< 1e-13), the Laplace quadrature (< 1e-15 relative, THEORY
-# 3a) and float64 rounding of sums over ~1.4e5 count vectors of terms <= 100
-# (< 1e5 · 100 · 1.1e-16 ≈ 1e-9 worst case, ~1e-13 in practice for pairwise
-# sums). 1e-10 on risks and 1e-9 on gradients leave room for rounding only.
+# 3a) and float64 rounding. Risks are sums of n <= 1.4e5 positive terms adding
+# up to R < 10 here: rounding is ~√n·ε·R ≈ 4e-13 (worst case n·ε·R ≈ 1.5e-10).
+# Gradient entries are sums of the same size with |∂ℓ/∂θ| <= (max|β| + 1)·2max|β|.
+# 1e-10 on risks and 1e-9 on gradients leave room for rounding only.
 RISK_TOL = 1e-10
 GRAD_TOL = 1e-9
 
