@@ -1,0 +1,219 @@
+"""Sweeps: determinism across chunking and devices, divergence isolation, resume, validation."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import lagjax as lj
+from experiments import sweep as sweep_binary
+from experiments.configs import phase_diagram
+from lagjax import sweep
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+D = 6
+STEPS = 40
+
+
+def make_language(d):
+  return lj.occurrence(d)
+
+
+def small_table():
+  """Three-phase on a 4 x 4 (η1, η2) grid plus joint GD (step-by-step engine)."""
+  grids = {"eta1": np.geomspace(1.0, 100.0, 4), "eta2": np.geomspace(1.0, 1e3, 4),
+           "eta3": np.array([1.0]), "eta": np.array([0.5, 1.0, 60.0])}
+  return sweep.build_table(["three_phase", "joint"], [D], [STEPS], grids)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+  """One sweep with chunks of 8 configurations (the baseline of the comparisons)."""
+  workdir = str(tmp_path_factory.mktemp("reference"))
+  return sweep.run_sweep(small_table(), workdir, make_language, chunk_size=8, batch_size=4,
+                         num_records=8, quiet=True)
+
+
+def test_table_has_one_row_per_configuration(reference):
+  assert reference["plan"].shape == (4 * 4 + 3,)
+  assert set(reference["engine"]) == {"closed_form", "steps"}
+  assert np.all(np.isnan(reference["eta"][reference["plan"] == "three_phase"]))
+
+
+def test_independent_of_chunk_size(reference, tmp_path):
+  # Each configuration is computed by the same code whatever its neighbours, so
+  # only float64 roundoff of differently vectorized loops may differ (< 1e-12).
+  # A diverged run grows like |1 - ηλ|^t and amplifies that roundoff before it is
+  # frozen, so for those rows the status and the step of divergence must agree.
+  other = sweep.run_sweep(small_table(), str(tmp_path), make_language, chunk_size=32,
+                          batch_size=8, num_records=8, quiet=True)
+  np.testing.assert_array_equal(other["diverged"], reference["diverged"])
+  np.testing.assert_array_equal(other["diverged_step"], reference["diverged_step"])
+  stable = ~reference["diverged"]
+  for name in ("final_risk", "error", "margin", "lag_gap"):
+    np.testing.assert_allclose(other[name][stable], reference[name][stable], rtol=0, atol=1e-12)
+
+
+def test_matches_single_configuration_runs(reference):
+  """A sweep row equals lj.train on that plan alone (exact dynamics to 1e-10)."""
+  lang = make_language(D)
+  row = int(np.flatnonzero(reference["plan"] == "three_phase")[5])
+  plan = lj.plans.three_phase(reference["eta1"][row], reference["eta2"][row],
+                              reference["eta3"][row], STEPS)
+  run = lj.train(lang, plan, record_every=STEPS)
+  assert abs(float(run.risk[-1]) - reference["final_risk"][row]) < 1e-10
+  assert abs(float(run.error[-1]) - reference["error"][row]) < 1e-10
+
+
+def test_divergence_is_isolated(reference):
+  """joint GD with η = 60 diverges; its chunk neighbours equal their solo runs."""
+  joint = np.flatnonzero(reference["plan"] == "joint")
+  etas = reference["eta"][joint]
+  assert reference["diverged"][joint[etas == 60.0]].all()
+  assert reference["diverged_step"][joint[etas == 60.0]][0] >= 0
+  lang = make_language(D)
+  for row in joint[etas < 60.0]:
+    assert not reference["diverged"][row]
+    run = lj.train(lang, lj.plans.joint(reference["eta"][row], STEPS), record_every=STEPS)
+    assert abs(float(run.risk[-1]) - reference["final_risk"][row]) < 1e-12
+  assert np.all(np.isfinite(reference["final_risk"]))
+
+
+def run_binary(workdir, *extra, env=None, process_args=()):
+  command = [sys.executable, "-m", "experiments.sweep", "--config",
+             os.path.join(ROOT, "experiments/configs/phase_diagram.py"), "--workdir", workdir,
+             "--config.d_list=(6,)", "--config.steps_list=(40,)", "--config.num_records=8",
+             "--quiet", *extra, *process_args]
+  return subprocess.Popen(command, cwd=ROOT, env=env or dict(os.environ),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def read_csv(path):
+  with open(path) as f:
+    return list(csv.DictReader(f))
+
+
+GRID = ("--config.eta1.num=24", "--config.eta2.num=24", "--config.chunk_size=4",
+        "--config.batch_size=4")
+
+
+def test_resume_after_kill_recomputes_nothing(tmp_path):
+  uninterrupted = str(tmp_path / "uninterrupted")
+  assert run_binary(uninterrupted, *GRID).wait(timeout=300) == 0
+  workdir = str(tmp_path / "killed")
+  process = run_binary(workdir, *GRID)
+  chunks = os.path.join(workdir, "chunks")
+  deadline = time.time() + 240
+  while time.time() < deadline and process.poll() is None:
+    if os.path.isdir(chunks) and len(os.listdir(chunks)) >= 5:
+      break
+    time.sleep(0.02)
+  process.send_signal(signal.SIGKILL)
+  process.wait()
+  before = {name: os.stat(os.path.join(chunks, name)).st_mtime_ns
+            for name in os.listdir(chunks) if name.endswith(".npz")}
+  assert 0 < len(before) < 24 * 24 // 4, "the kill must land mid-sweep"
+  assert run_binary(workdir, *GRID).wait(timeout=300) == 0
+  for name, mtime in before.items():
+    assert os.stat(os.path.join(chunks, name)).st_mtime_ns == mtime, f"{name} was recomputed"
+  assert read_csv(os.path.join(workdir, "results.csv")) == read_csv(
+      os.path.join(uninterrupted, "results.csv"))
+
+
+def test_four_devices_and_two_processes_match_one(tmp_path):
+  grid = ("--config.eta1.num=6", "--config.eta2.num=6", "--config.chunk_size=8",
+          "--config.batch_size=2")
+  single = str(tmp_path / "single")
+  assert run_binary(single, *grid).wait(timeout=300) == 0
+  expected = read_csv(os.path.join(single, "results.csv"))
+
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  four = str(tmp_path / "four")
+  assert run_binary(four, *grid, env=env).wait(timeout=300) == 0
+  compare_numeric(read_csv(os.path.join(four, "results.csv")), expected)
+
+  hosts = str(tmp_path / "hosts")
+  port = 20000 + os.getpid() % 20000
+  processes = [run_binary(hosts, *grid, process_args=(
+      f"--coordinator=127.0.0.1:{port}", "--num_processes=2", f"--process_id={i}"))
+      for i in (1, 0)]
+  outputs = [p.communicate(timeout=300)[0] for p in processes]
+  assert all(p.returncode == 0 for p in processes), outputs
+  compare_numeric(read_csv(os.path.join(hosts, "results.csv")), expected)
+
+
+def compare_numeric(rows, expected):
+  """Same rows; numbers equal to 1e-12 (float64 roundoff of other vector widths)."""
+  assert len(rows) == len(expected)
+  for row, want in zip(rows, expected):
+    assert row.keys() == want.keys()
+    for name, value in row.items():
+      if name in ("final_risk", "error", "margin", "lag_gap"):
+        assert abs(float(value) - float(want[name])) <= 1e-12, (name, value, want[name])
+      else:
+        assert value == want[name], (name, value, want[name])
+
+
+def test_binary_writes_outputs_and_refuses_other_config(tmp_path):
+  workdir = str(tmp_path / "pd")
+  process = run_binary(workdir, "--config.eta1.num=5", "--config.eta2.num=5",
+                       "--config.save_trajectories=True")
+  output = process.communicate(timeout=300)[0]
+  assert process.returncode == 0, output
+  assert "smallest η2 that succeeds" in output
+  for name in ("results.csv", "metadata.json", "phase_diagram.png", "risk_vs_step.png",
+               "trajectories.npz"):
+    assert os.path.exists(os.path.join(workdir, name)), name
+  assert len(read_csv(os.path.join(workdir, "results.csv"))) == 25
+  refused = run_binary(workdir, "--config.eta1.num=6", "--config.eta2.num=5")
+  output = refused.communicate(timeout=300)[0]
+  assert refused.returncode != 0 and "holds a different config" in output
+  replaced = run_binary(workdir, "--config.eta1.num=6", "--config.eta2.num=5", "--overwrite")
+  assert replaced.wait(timeout=300) == 0
+  assert len(read_csv(os.path.join(workdir, "results.csv"))) == 30
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("d_list", (1,), "d_list"),
+    ("plans", ("nope",), "unknown or no plans"),
+    ("route", "nope", "unknown route"),
+    ("success_risk", 0.0, "success_risk"),
+    ("steps_list", (), "steps_list"),
+    ("chunk_size", 0, "chunk_size"),
+])
+def test_validation_names_the_field(field, value, message):
+  config = phase_diagram.get_config()
+  config[field] = value
+  with pytest.raises(ValueError, match=message):
+    sweep_binary.validate(config)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"num": 0}, "eta1.num"),
+    ({"start": -1.0}, "eta1"),
+    ({"scale": "cubic"}, "eta1.scale"),
+    ({"points": (1.0, -2.0)}, "eta1"),
+])
+def test_grid_validation_names_the_field(change, message):
+  config = phase_diagram.get_config()
+  for key, value in change.items():
+    config.eta1[key] = value
+  with pytest.raises(ValueError, match=message):
+    sweep_binary.validate(config)
+
+
+def test_progress_reports_rate_and_eta(capsys):
+  progress = sweep.Progress(10, stream=sys.stdout)
+  progress.update(4)
+  progress.close()
+  out = capsys.readouterr().out
+  assert "4/10 configs" in out and "ETA" in out
+  quiet = sweep.Progress(10, quiet=True, stream=sys.stdout)
+  quiet.update(10)
+  assert capsys.readouterr().out == ""
+
