@@ -82,50 +82,17 @@ def _check_closed_form_plan(plan: plans.Plan):
 
 def make_simulator(lang: languages.Language, plan: plans.Plan, *, cls: bool = False,
                    partition: partition_lib.Partition | None = None):
-  """Builds simulate(etas, steps_override=None) -> (grouped params, final risk) from θ0 = 0.
+  """Builds simulate(etas) -> (grouped params, final risk) from θ0 = 0.
 
-  Output phases are done in closed form (O(1) in their length); attention
-  phases take exact Laplace-gradient steps. etas (#phases,) may be traced and
-  vmapped. The risk is exact (squared loss, Laplace route).
+  The final state of `make_trajectory` with records only at 0 and T: output
+  phases in closed form (O(1) in their length), attention phases by exact
+  Laplace-gradient steps. etas (#phases,) may be traced and vmapped.
   """
-  _check_closed_form_plan(plan)
-  partition = partition or partition_lib.of_language(lang)
-  sizes = jnp.asarray(partition.sizes)
-  metric = jnp.concatenate([sizes, jnp.ones(1)]) if cls else sizes
-  route = laplace.build(lang, partition, cls=cls)
-  moments = laplace.attention_moments(lang, partition, cls=cls)
-  attention_grad = jax.grad(route.risk)
-
-  def split(params):
-    beta = params["beta"]
-    return jnp.concatenate([beta, params["beta_cls"][None]]) if cls else beta
-
-  def join(params, beta_all):
-    groups = sizes.shape[0]
-    new = dict(params, beta=beta_all[:groups])
-    if cls:
-      new["beta_cls"] = beta_all[groups]
-    return new
+  trajectory = make_trajectory(lang, plan, num_records=1, cls=cls, partition=partition)
 
   def simulate(etas):
-    groups = sizes.shape[0]
-    params = {"alpha": jnp.zeros(groups), "beta": jnp.zeros(groups)}
-    if cls:
-      params.update(alpha_cls=jnp.zeros(()), beta_cls=jnp.zeros(()))
-    for i, phase in enumerate(plan.phases):
-      if phase.group == "output":
-        hessian, target = moments(params)
-        params = join(params, output_gd(hessian, target, metric, split(params), etas[i],
-                                        phase.steps))
-      else:
-        def attention_step(params, _, eta=etas[i]):
-          grads = attention_grad(params)
-          new = dict(params, alpha=params["alpha"] - eta * grads["alpha"] / sizes)
-          if cls:
-            new["alpha_cls"] = params["alpha_cls"] - eta * grads["alpha_cls"]
-          return new, None
-        params, _ = jax.lax.scan(attention_step, params, None, length=phase.steps)
-    return params, route.risk(params)
+    run = trajectory(etas)
+    return run.params, run.risk[-1]
 
   return simulate
 
@@ -186,15 +153,18 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
 
   Output phases are evaluated in closed form at their record steps (the risk is
   the quadratic ½βᵀHβ - gᵀβ + ½ of the phase's fixed α); attention phases take
-  exact Laplace steps. A record whose risk is non-finite or above max_risk marks
+  exact Laplace steps. While α is still 0, H and g are constants, and the
+  attention gradient ∂R/∂α_g = E[(f - y) W_g (β_g - f)] is a quadratic form in β
+  with zero constant term, Bβ + ½ C[β, β], whose coefficients are computed once
+  by differentiating the Laplace route at θ = 0; so the three-phase plan's
+  attention step costs O(G³). A record whose risk is non-finite or above max_risk marks
   the run diverged at that record's step (located to the record spacing); the
   final values are those of the last finite record.
   """
   _check_closed_form_plan(plan)
   partition = partition or partition_lib.of_language(lang)
-  sizes = jnp.asarray(partition.sizes)
   groups = partition.num_groups
-  metric = jnp.concatenate([sizes, jnp.ones(1)]) if cls else sizes
+  metric = jnp.asarray(np.concatenate([partition.sizes, [1.0]]) if cls else partition.sizes)
   route = laplace.build(lang, partition, cls=cls)
   moments = laplace.attention_moments(lang, partition, cls=cls)
   value_and_grad = jax.value_and_grad(route.risk)
@@ -213,15 +183,27 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
       new[name + "_cls"] = value[groups]
     return new
 
+  zero = {"alpha": jnp.zeros(groups), "beta": jnp.zeros(groups)}
+  if cls:
+    zero.update(alpha_cls=jnp.zeros(()), beta_cls=jnp.zeros(()))
+  zero_hessian, zero_target = (np.asarray(m) for m in jax.jit(moments)(zero))
+
+  def attention_gradient_at_zero(beta_all):
+    return stack(jax.grad(route.risk)(unstack(zero, "beta", beta_all)), "alpha")
+
+  origin = jnp.zeros(metric.shape[0])
+  linear = np.asarray(jax.jit(jax.jacfwd(attention_gradient_at_zero))(origin))
+  quadratic = np.asarray(jax.jit(jax.jacfwd(jax.jacfwd(attention_gradient_at_zero)))(origin))
+  scale = metric
+
   def trajectory(etas):
-    params = {"alpha": jnp.zeros(groups), "beta": jnp.zeros(groups)}
-    if cls:
-      params.update(alpha_cls=jnp.zeros(()), beta_cls=jnp.zeros(()))
+    params = zero
+    alpha_is_zero = True  # static: no attention phase has run yet
     risks, alphas, betas = [], [], []
     for i, phase in enumerate(plan.phases):
       local = jnp.asarray(steps[owner == i] - bounds[i])
       if phase.group == "output":
-        hessian, target = moments(params)
+        hessian, target = (zero_hessian, zero_target) if alpha_is_zero else moments(params)
         path = output_gd_path(hessian, target, metric, stack(params, "beta"), etas[i],
                               jnp.concatenate([local, jnp.asarray([phase.steps])]))
         risks.append(jax.vmap(lambda b, h=hessian, g=target: quadratic_risk(h, g, b))(path[:-1]))
@@ -231,13 +213,23 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
       else:
         def attention_step(params, _, eta=etas[i]):
           risk, grads = value_and_grad(params)
-          scale = jnp.concatenate([sizes, jnp.ones(1)]) if cls else sizes
           new = unstack(params, "alpha", stack(params, "alpha") - eta * stack(grads, "alpha")
                         / scale)
           return new, (risk, stack(params, "alpha"))
         start_beta = stack(params, "beta")
+        remaining = phase.steps
+        if alpha_is_zero:
+          first_risk = quadratic_risk(zero_hessian, zero_target, start_beta)
+          gradient = linear @ start_beta + 0.5 * jnp.einsum("gij,i,j->g", quadratic, start_beta,
+                                                            start_beta)
+          params = unstack(params, "alpha", -etas[i] * gradient / scale)
+          remaining -= 1
         params, (risk_path, alpha_path) = jax.lax.scan(attention_step, params, None,
-                                                       length=phase.steps)
+                                                       length=remaining)
+        if alpha_is_zero:
+          risk_path = jnp.concatenate([first_risk[None], risk_path])
+          alpha_path = jnp.concatenate([origin[None], alpha_path])
+        alpha_is_zero = False
         risks.append(risk_path[local])
         alphas.append(alpha_path[local])
         betas.append(jnp.broadcast_to(start_beta, (local.shape[0], metric.shape[0])))

@@ -206,23 +206,21 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
     x_weights, decay, kernel1, kernel2, _ = _kernels(params, step, left, width, num_points)
     groups = masses.shape[1]
     m0 = decay[:, :groups] @ masses.T                          # (N, K)
-    g1, g2 = law.pgf_d1(m0[:, 0]), law.pgf_d2(m0[:, 0])
+    g1 = law.pgf_d1(m0)                                        # G'(M_S) per support
+    g2 = law.pgf_d2(m0[:, 0])
     weighted = kernel1[:, :groups] * masses[0]                 # π_g k1_g on Σ
-    hessian = jnp.einsum("n,n,ng,nh->gh", x_weights, g2, weighted, weighted)
-    hessian += jnp.diag(x_weights @ (g1[:, None] * kernel2[:, :groups] * masses[0]))
-    per_support = jnp.einsum("n,nk,nkg->kg", x_weights, law.pgf_d1(m0),
-                             kernel1[:, None, :groups] * masses[None])
+    token_factor = decay[:, -1] if cls else 1.0                # e^{-t u_cls}
+    # Written as matrix products so that no (N, K, G) or (N, G, G) array is formed.
+    hessian = weighted.T @ ((x_weights * token_factor * g2)[:, None] * weighted)
+    hessian += jnp.diag((x_weights * token_factor * g1[:, 0]) @ kernel2[:, :groups]
+                        * masses[0])
+    per_support = ((x_weights * token_factor)[:, None] * g1).T @ kernel1[:, :groups] * masses
     if cls:
-      cls_decay, cls_kernel1, cls_kernel2 = decay[:, -1], kernel1[:, -1], kernel2[:, -1]
-      hessian = jnp.einsum("n,n,ng,nh->gh", x_weights, cls_decay * g2, weighted, weighted)
-      hessian += jnp.diag(x_weights @ ((cls_decay * g1)[:, None] * kernel2[:, :groups]
-                                       * masses[0]))
-      cross = x_weights @ ((cls_kernel1 * g1)[:, None] * weighted)
+      cls_kernel1, cls_kernel2 = kernel1[:, -1], kernel2[:, -1]
+      cross = (x_weights * cls_kernel1 * g1[:, 0]) @ weighted
       corner = x_weights @ (cls_kernel2 * law.pgf(m0[:, 0]))
       hessian = jnp.block([[hessian, cross[:, None]], [cross[None, :], corner[None, None]]])
-      per_support = jnp.einsum("n,nk,nkg->kg", x_weights, cls_decay[:, None] * law.pgf_d1(m0),
-                               kernel1[:, None, :groups] * masses[None])
-      cls_column = jnp.einsum("n,nk->k", x_weights, cls_kernel1[:, None] * law.pgf(m0))
+      cls_column = (x_weights * cls_kernel1) @ law.pgf(m0)
       per_support = jnp.concatenate([per_support, cls_column[:, None]], axis=1)
     return hessian, coefs @ per_support
 
