@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -187,6 +188,25 @@ def all_of(d: int, letters: Sequence[int], *, pi=None, length=None) -> Language:
   return _make("all_of", d, letters, pi, length)
 
 
+def sample_counts(key, lang: Language, n_samples: int):
+  """Token counts (N, d) and labels (N,) of N fresh strings (multinomial as chained binomials)."""
+  length_key, count_key = jax.random.split(key)
+  lengths = lang.length.sample(length_key, (n_samples,)).astype(jnp.float64)
+  pi = lang.pi_array
+  # P(σ | not one of 0…σ-1); a scan keeps one binomial sampler in the compiled graph.
+  conditional = np.minimum(1.0, pi[:-1] / (1.0 - np.concatenate([[0.0], np.cumsum(pi)[:-2]])))
+
+  def next_count(remaining, inputs):
+    step_key, p = inputs
+    count = jax.random.binomial(step_key, remaining, p)
+    return remaining - count, count
+
+  remaining, columns = jax.lax.scan(
+      next_count, lengths, (jax.random.split(count_key, lang.d - 1), jnp.asarray(conditional)))
+  counts = jnp.concatenate([columns.T, remaining[:, None]], axis=1)
+  return counts, lang.label_counts(counts)
+
+
 LANGUAGES = {"occurrence": lambda d, letters, **kw: occurrence(d, letters[0], **kw),
              "any_of": any_of, "all_of": all_of}
 
@@ -198,4 +218,5 @@ def make(name: str, d: int, letters=(0,), **options) -> Language:
   return LANGUAGES[name](d, tuple(letters), **options)
 
 
-__all__ = ["LANGUAGES", "make", "Language", "occurrence", "any_of", "all_of", "balanced_geometric"]
+__all__ = ["LANGUAGES", "Language", "all_of", "any_of", "balanced_geometric", "make", "occurrence",
+           "sample_counts"]

@@ -27,7 +27,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from lagjax import closed_form, languages, metrics, model, plans
 from lagjax import partition as partition_lib
+from lagjax.risk import error as error_lib
 from lagjax.risk import resolve_route
+from lagjax.train import choose_partition, make_runner
 
 # Which named step sizes feed each plan's phases, in phase order.
 PLAN_ETAS = {"three_phase": ("eta1", "eta2", "eta3"), "attention_first": ("eta2", "eta3"),
@@ -105,7 +107,7 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
     partition = partition_lib.of_language(lang)
     trajectory = closed_form.make_trajectory(lang, plan, num_records=num_records,
                                              partition=partition, max_risk=max_risk)
-    error_report, _ = _error_route(lang, partition)
+    error_report, _ = error_lib.best_route(lang, partition)
 
     def evaluate(etas, seed):
       del seed
@@ -115,8 +117,6 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
                       run.diverged, run.diverged_step, letter)
 
     return evaluate, "closed_form"
-
-  from lagjax.train import choose_partition, make_runner  # noqa: PLC0415 (train imports us not)
 
   partition = choose_partition(lang, model.init_params(lang.d), plan, "auto")
   record_every = max(1, math.ceil(plan.total_steps / num_records))
@@ -131,12 +131,6 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
                     run.diverged_step, letter)
 
   return evaluate, "steps"
-
-
-def _error_route(lang, partition):
-  from lagjax.train import exact_or_sampled_error  # noqa: PLC0415
-
-  return exact_or_sampled_error(lang, partition)
 
 
 def _summary(risk, error, alpha, beta, steps, diverged, diverged_step, letter):

@@ -27,12 +27,12 @@ import optax
 
 from lagjax import languages, metrics, model, plans
 from lagjax import partition as partition_lib
-from lagjax.risk import base, lattice
+from lagjax.languages import sample_counts
+from lagjax.risk import base
 from lagjax.risk import error as error_lib
 from lagjax.risk import risk_fn as build_route
 
 MAX_RISK = 1e8
-ERROR_SAMPLES = 20_000
 
 
 @functools.partial(jax.tree_util.register_dataclass,
@@ -73,61 +73,6 @@ class Run:
     return metrics.lag_metrics(self.alpha, self.beta, self.steps)
 
 
-def sample_counts(key, lang: languages.Language, n_samples: int):
-  """Token counts (N, d) and labels (N,) of N fresh strings (multinomial as chained binomials)."""
-  length_key, count_key = jax.random.split(key)
-  lengths = lang.length.sample(length_key, (n_samples,)).astype(jnp.float64)
-  pi = lang.pi_array
-  # P(σ | not one of 0…σ-1); a scan keeps one binomial sampler in the compiled graph.
-  conditional = np.minimum(1.0, pi[:-1] / (1.0 - np.concatenate([[0.0], np.cumsum(pi)[:-2]])))
-
-  def next_count(remaining, inputs):
-    step_key, p = inputs
-    count = jax.random.binomial(step_key, remaining, p)
-    return remaining - count, count
-
-  remaining, columns = jax.lax.scan(
-      next_count, lengths, (jax.random.split(count_key, lang.d - 1), jnp.asarray(conditional)))
-  counts = jnp.concatenate([columns.T, remaining[:, None]], axis=1)
-  return counts, lang.label_counts(counts)
-
-
-def sampled_error(lang: languages.Language, partition: partition_lib.Partition,
-                  n_samples: int):
-  """0-1 error on a fixed sample of n_samples strings, as count vectors (fast; for records).
-
-  Its standard error is at most sqrt(e (1 - e) / n_samples) for true error e.
-  """
-  counts, labels = sample_counts(jax.random.key(2**31 - 1), lang, n_samples)
-  membership = np.zeros((lang.d, partition.num_groups))
-  membership[np.arange(lang.d), partition.index] = 1.0
-  group_counts = counts @ membership
-
-  def report(params):
-    return {"error": jnp.mean(base.zero_one_error(model.forward_counts(params, group_counts),
-                                                  labels))}
-
-  return report
-
-
-def exact_or_sampled_error(lang, partition, error_samples: int = ERROR_SAMPLES):
-  """The cheapest exact 0-1 error route for the partition, else a fixed-sample estimate.
-
-  Returns (report(params) -> {"error": ...}, route name): "threshold" (two-group
-  occurrence/any_of, O(N)), "lattice" (enumeration), or "sampled".
-  """
-  if error_lib.supports(lang, partition):
-    try:
-      threshold = error_lib.build(lang, partition)
-      return (lambda params: {"error": threshold(params)[0]}), "threshold"
-    except ValueError:
-      pass
-  try:
-    return lattice.build(lang, partition).report, "lattice"
-  except ValueError:
-    return sampled_error(lang, partition, error_samples), "sampled"
-
-
 def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
   """The group partition to simulate on (see module docstring)."""
   base_partition = partition_lib.of_language(lang)
@@ -156,7 +101,7 @@ def _check_plan_and_options(plan, record_every, max_risk):
 
 def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition_lib.Partition,
                 *, loss="squared", route="auto", cls: bool = False, record_every: int = 1,
-                max_risk: float = MAX_RISK, error_samples: int = ERROR_SAMPLES,
+                max_risk: float = MAX_RISK, error_samples: int = error_lib.ERROR_SAMPLES,
                 kqv_fixed: dict | None = None):
   """Builds run(theta0_grouped, key, etas) -> Run for one plan structure (not jitted).
 
@@ -170,7 +115,7 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
   population = build_route(lang, loss=loss, route=route, partition=partition, cls=cls)
   report = population.report
   sizes = jnp.asarray(partition.sizes)
-  error_report, error_route = exact_or_sampled_error(lang, partition, error_samples)
+  error_report, error_route = error_lib.best_route(lang, partition, error_samples)
   total_steps = plan.total_steps
   num_records = -(-total_steps // record_every) + 1
   letter = lang.letters[0]

@@ -17,7 +17,7 @@ import numpy as np
 
 from lagjax import languages, model
 from lagjax import partition as partition_lib
-from lagjax.risk import base, laplace, lattice, sampled
+from lagjax.risk import base, error, laplace, lattice, sampled
 from lagjax.risk.base import LOSSES, Route, get_loss
 
 ROUTES = {"laplace": laplace.build, "lattice": lattice.build, "sampled": sampled.build}
@@ -90,6 +90,11 @@ def _cached_report(lang, partition, loss, route, cls, options):
                          **dict(options)).report)
 
 
+@functools.lru_cache(maxsize=16)
+def _cached_threshold(lang, partition, tol):
+  return jax.jit(error.build(lang, partition, tol=tol))
+
+
 def _grouped(lang, theta):
   model.check_params(theta, lang.d)
   partition = partition_lib.of_params(lang, theta)
@@ -129,12 +134,19 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
 
 def error_rate(lang: languages.Language, theta, *, key=None, n_samples: int = 10**5,
                tol: float = 1e-12) -> RiskResult:
-  """0-1 error P(sign f ≠ y): exact by the lattice route where feasible, else sampled.
+  """0-1 error P(sign f ≠ y): exact where feasible, else sampled.
+
+  Exact routes: "threshold" (θ tied in the two groups of occurrence/any_of,
+  O(N)), then "lattice" (enumeration), both with the tail bound P(n > N).
 
   The result's `route` says which; a sampled value carries its standard error.
   """
   _check_language(lang)
   partition, grouped = _grouped(lang, theta)
+  if error.supports(lang, partition) and lattice.lengths_lib.truncation_length(
+      lang.length, tol) <= error.MAX_TABLE_LENGTH:
+    value, bound = _cached_threshold(lang, partition, tol)(grouped)
+    return RiskResult(float(value), "threshold", {"error_bound": float(bound)})
   size = lattice.num_count_vectors(partition.num_groups,
                                    lattice.lengths_lib.truncation_length(lang.length, tol))
   if size <= lattice.MAX_VECTORS:

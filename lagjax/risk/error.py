@@ -1,4 +1,4 @@
-"""Exact 0-1 error for two-group partitions by per-length thresholds.
+"""0-1 error routes; the exact one for two-group partitions by per-length thresholds.
 
 For occurrence/any_of with θ tied on the language's two groups (L = the
 letters, R = the rest), f has the sign of the numerator
@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages
+from lagjax import languages, model
 from lagjax import lengths as lengths_lib
 from lagjax import partition as partition_lib
+from lagjax.risk import base, lattice
 
 MAX_TABLE_LENGTH = 4096
+ERROR_SAMPLES = 20_000
 
 
 def supports(lang: languages.Language, partition: partition_lib.Partition) -> bool:
@@ -101,3 +104,38 @@ def build(lang: languages.Language, partition: partition_lib.Partition, *, tol: 
     return length_pmf @ per_length, tail
 
   return error
+
+
+def sampled(lang: languages.Language, partition: partition_lib.Partition, n_samples: int):
+  """0-1 error on a fixed sample of n_samples strings, as count vectors (fast; for records).
+
+  Its standard error is at most sqrt(e (1 - e) / n_samples) for true error e.
+  """
+  counts, labels = languages.sample_counts(jax.random.key(2**31 - 1), lang, n_samples)
+  membership = np.zeros((lang.d, partition.num_groups))
+  membership[np.arange(lang.d), partition.index] = 1.0
+  group_counts = counts @ membership
+
+  def report(params):
+    return {"error": jnp.mean(base.zero_one_error(model.forward_counts(params, group_counts),
+                                                  labels))}
+
+  return report
+
+
+def best_route(lang, partition, error_samples: int = ERROR_SAMPLES):
+  """The cheapest exact 0-1 error route for the partition, else a fixed-sample estimate.
+
+  Returns (report(params) -> {"error": ...}, route name): "threshold" (two-group
+  occurrence/any_of, O(N)), "lattice" (enumeration), or "sampled".
+  """
+  if supports(lang, partition):
+    try:
+      threshold = build(lang, partition)
+      return (lambda params: {"error": threshold(params)[0]}), "threshold"
+    except ValueError:
+      pass
+  try:
+    return lattice.build(lang, partition).report, "lattice"
+  except ValueError:
+    return sampled(lang, partition, error_samples), "sampled"
