@@ -25,6 +25,7 @@ def params(d=D, **overrides):
 
 @pytest.mark.parametrize("d", [1, 0, -3, 2.5, True])
 def test_alphabet_size(d):
+  """d must be an integer >= 2 for languages and for init_params."""
   for builder in (lambda: lj.occurrence(d), lambda: lj.any_of(d, (0,)), lambda: lj.all_of(d, (0,))):
     with pytest.raises(ValueError, match="alphabet size d"):
       builder()
@@ -36,12 +37,14 @@ def test_alphabet_size(d):
     (lj.occurrence, 4), (lj.occurrence, -1), (lj.any_of, (0, 7)), (lj.all_of, (-2, 1)),
 ])
 def test_letters_out_of_range(build, letters):
+  """Every letter must lie in {0, …, d-1}."""
   with pytest.raises(ValueError, match="letters must lie in"):
     build(D, letters)
 
 
 @pytest.mark.parametrize("build", [lj.any_of, lj.all_of])
 def test_letters_repeated_empty_or_everything(build):
+  """Letters are distinct, at least one, and leave some other letter."""
   with pytest.raises(ValueError, match="letters must not repeat"):
     build(D, (1, 1))
   with pytest.raises(ValueError, match="letters must name at least one"):
@@ -52,23 +55,27 @@ def test_letters_repeated_empty_or_everything(build):
 
 @pytest.mark.parametrize("p", [0.0, 1.0, -0.1, 1.5, math.nan, math.inf, -math.inf])
 def test_geometric_p(p):
+  """Geometric p must be a finite probability in (0, 1)."""
   with pytest.raises(ValueError, match="geometric p"):
     lj.geometric(p)
 
 
 @pytest.mark.parametrize("lam", [0.0, -1.0, math.nan, math.inf])
 def test_shifted_poisson_lam(lam):
+  """The Poisson rate must be finite and > 0."""
   with pytest.raises(ValueError, match="shifted Poisson lam"):
     lj.shifted_poisson(lam)
 
 
 @pytest.mark.parametrize("n0", [0, -2, 1.5])
 def test_fixed_n0(n0):
+  """A fixed length is an integer >= 1."""
   with pytest.raises(ValueError, match="fixed length n0"):
     lj.fixed(n0)
 
 
 def test_length_not_a_law():
+  """length must be one of the length laws."""
   with pytest.raises(ValueError, match="length must be a length law"):
     lj.occurrence(D, length=0.5)
 
@@ -82,6 +89,7 @@ def test_length_not_a_law():
     ([0.5, 0.5, 0.0, 0.0], "pi must be a distribution"),
 ])
 def test_pi_not_a_distribution(pi, message):
+  """π must have shape (d,), be finite, positive and sum to 1."""
   with pytest.raises(ValueError, match=message):
     lj.occurrence(D, pi=pi, length=lj.geometric(0.5))
 
@@ -122,6 +130,7 @@ def test_bad_params(lang, theta, message):
 
 @pytest.mark.parametrize("route", ["auto", "laplace", "lattice", "sampled"])
 def test_unknown_loss(lang, route):
+  """A loss name outside the registry is refused by every entry point."""
   with pytest.raises(ValueError, match="unknown loss 'hinge'"):
     lj.risk_fn(lang, loss="hinge", route=route, key=jax.random.key(0))
   with pytest.raises(ValueError, match="unknown loss 'hinge'"):
@@ -131,6 +140,7 @@ def test_unknown_loss(lang, route):
 
 
 def test_unknown_route(lang):
+  """A route name outside the registry is refused and the known ones listed."""
   with pytest.raises(ValueError, match="unknown route 'exact'.*laplace"):
     lj.risk_fn(lang, route="exact")
   with pytest.raises(ValueError, match="unknown route 'exact'"):
@@ -138,6 +148,7 @@ def test_unknown_route(lang):
 
 
 def test_laplace_needs_squared_loss(lang):
+  """The Laplace route is exact for squared loss only (THEORY 3a)."""
   with pytest.raises(ValueError, match="route 'laplace' is exact for loss 'squared' only"):
     lj.risk_fn(lang, route="laplace", loss="logistic")
   with pytest.raises(ValueError, match="route 'laplace' is exact for loss 'squared' only"):
@@ -145,17 +156,20 @@ def test_laplace_needs_squared_loss(lang):
 
 
 def test_population_risk_refuses_sampled(lang):
+  """population_risk is exact and refuses the sampled route."""
   with pytest.raises(ValueError, match="population_risk is exact"):
     lj.population_risk(lang, params(), route="sampled")
 
 
 def test_sampled_route_needs_key(lang):
+  """The sampled route draws strings, so it needs a PRNG key."""
   with pytest.raises(ValueError, match="needs a PRNG key"):
     lj.risk_fn(lang, route="sampled")
 
 
 @pytest.mark.parametrize("n_samples", [1, 0, 2.5])
 def test_sampled_n_samples(lang, n_samples):
+  """n_samples must be an integer >= 2."""
   with pytest.raises(ValueError, match="n_samples must be an integer"):
     lj.sampled_risk(jax.random.key(0), lang, params(), n_samples=n_samples)
 
@@ -170,11 +184,13 @@ def test_lattice_too_large():
 
 @pytest.mark.parametrize("tol", [0.0, 1.0, -1e-3])
 def test_lattice_tol(lang, tol):
+  """The lattice tail must lie in (0, 1)."""
   with pytest.raises(ValueError, match="tol must lie in"):
     lj.risk_fn(lang, route="lattice", tol=tol)
 
 
 def test_lattice_partition_must_refine_language():
+  """Groups that mix a letter with other tokens are refused."""
   lang = lj.occurrence(D, length=lj.geometric(0.5))
   merged = lj.partition.Partition(((0, 1), (2, 3)))
   with pytest.raises(ValueError, match="partition must refine"):
@@ -182,6 +198,7 @@ def test_lattice_partition_must_refine_language():
 
 
 def test_lang_not_a_language():
+  """Routes are built for Language objects only."""
   with pytest.raises(ValueError, match="lang must be a Language"):
     lj.risk_fn("occurrence")
   with pytest.raises(ValueError, match="lang must be a Language"):
@@ -190,10 +207,12 @@ def test_lang_not_a_language():
 
 @pytest.mark.parametrize("scale", [0.0, -1.0, math.nan])
 def test_init_kqv_scale(scale):
+  """The KQV init scale must be finite and > 0."""
   with pytest.raises(ValueError, match="scale must be finite and > 0"):
     model.init_kqv(jax.random.key(0), D, scale=scale)
 
 
 def test_init_kqv_embeddings_shape():
+  """Embeddings must have shape (d, width)."""
   with pytest.raises(ValueError, match=r"embeddings must have shape \(4, 3\)"):
     model.init_kqv(jax.random.key(0), D, width=3, embeddings=np.eye(D))

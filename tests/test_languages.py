@@ -87,6 +87,7 @@ def test_positive_rate_by_enumerating_strings():
 
 
 def test_default_pi_is_uniform():
+  """Without π the token law is uniform; the fields are as given."""
   lang = lj.any_of(7, (2, 5))
   np.testing.assert_array_equal(lang.pi_array, np.full(7, 1 / 7))
   assert lang.letters == (2, 5)

@@ -102,6 +102,7 @@ def test_sample_mean_within_five_standard_errors(law):
 
 
 def test_sample_fixed():
+  """Fixed(n0) samples n0 everywhere, in the requested shape."""
   samples = np.asarray(lj.fixed(4).sample(jax.random.key(0), (3, 5)))
   np.testing.assert_array_equal(samples, np.full((3, 5), 4))
 

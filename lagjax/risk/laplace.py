@@ -74,8 +74,8 @@ def _scores(params):
   """Stacked (α, β) of the groups, with the CLS token last when present."""
   alpha, beta = params["alpha"], params["beta"]
   if "alpha_cls" in params:
-    alpha = jnp.concatenate([alpha, params["alpha_cls"][None]])
-    beta = jnp.concatenate([beta, params["beta_cls"][None]])
+    alpha = jnp.concatenate([alpha, jnp.reshape(params["alpha_cls"], (1,))])
+    beta = jnp.concatenate([beta, jnp.reshape(params["beta_cls"], (1,))])
   return alpha, beta
 
 
