@@ -97,8 +97,9 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
     cannot underflow to zero for a present group, so f = (c·uβ)/(c·u) in two
     matrix-vector products; wider spreads take the per-row log-sum-exp path."""
     alpha = params["alpha"]
-    scores = jnp.concatenate([alpha, jnp.reshape(params["alpha_cls"], (1,))]) if "alpha_cls" in params \
-        else alpha
+    scores = alpha
+    if "alpha_cls" in params:
+      scores = jnp.concatenate([alpha, jnp.reshape(params["alpha_cls"], (1,))])
     spread = jax.lax.stop_gradient(scores.max() - scores.min())
 
     def direct(params):
