@@ -7,8 +7,9 @@ gradient on tied groups of sizes k (metric D = diag(k)) is
 In z = Qᵀ D^{1/2} β, with D^{-1/2} H D^{-1/2} = Q Λ Qᵀ and b = Qᵀ D^{-1/2} g,
 each coordinate evolves alone:
     z_T = (1 - ηλ)^T z_0 + η b S_T(λ),   S_T(λ) = Σ_{s<T} (1 - ηλ)^s,
-with S_T = (1 - (1-ηλ)^T)/(ηλ) and S_T → T as ηλ → 0; T = ∞ gives the
-minimizer on the range of H when every |1 - ηλ| < 1.
+with S_T = (1 - (1-ηλ)^T)/(ηλ) (computed with log1p/expm1, accurate for tiny
+ηλ) and S_T = T at ηλ = 0; T = ∞ gives the minimizer on the range of H when
+every |1 - ηλ| < 1.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ import numpy as np
 from lagjax import languages, plans
 from lagjax import partition as partition_lib
 from lagjax.risk import laplace, lattice
-
-SMALL_RATE = 1e-9
 
 
 def output_gd(hessian, target, sizes, beta0, eta, steps):
@@ -46,18 +45,25 @@ def output_gd_path(hessian, target, sizes, beta0, eta, steps):
   eigenvalues, basis = jnp.linalg.eigh(hessian / root[:, None] / root[None, :])
   z0 = basis.T @ (root * beta0)
   b = basis.T @ (target / root)
-  rate = eta * jnp.maximum(eigenvalues, 0.0)                       # (G,)
-  contraction = 1.0 - rate
+  rate = eta * jnp.maximum(eigenvalues, 0.0)                       # ηλ per direction, (G,)
   t = jnp.asarray(steps, dtype=jnp.float64)[:, None]               # (R, 1)
+  # (1 - ηλ)^t = sign · exp(t log|1 - ηλ|), with log1p for small ηλ so that slow
+  # directions keep full precision; t = ∞ gives 0 (contracting) or ∞ (not).
+  contracting = rate < 1.0
+  log_abs = jnp.where(contracting, jnp.log1p(-jnp.where(contracting, rate, 0.0)),
+                      jnp.log(jnp.abs(1.0 - jnp.where(contracting, 2.0, rate))))
   finite_t = jnp.where(jnp.isinf(t), 0.0, t)
-  sign = jnp.where((contraction < 0) & (jnp.mod(finite_t, 2) == 1), -1.0, 1.0)
-  power = jnp.where(rate > 0, sign * jnp.abs(contraction) ** t, 1.0)
-  # (1 - ηλ)^∞ is 0 on the contracting directions; a non-contracting one diverges.
-  power = jnp.where(jnp.isinf(t) & (rate > 0) & (jnp.abs(contraction) < 1), 0.0, power)
-  geometric_sum = jnp.where(rate > SMALL_RATE,
-                            (1.0 - power) / jnp.where(rate > SMALL_RATE, rate, 1.0), t)
-  geometric_sum = jnp.where((rate <= SMALL_RATE) & (b == 0), 0.0, geometric_sum)
-  z = power * z0 + eta * b * geometric_sum                         # (R, G)
+  sign = jnp.where(~contracting & (jnp.mod(finite_t, 2) == 1), -1.0, 1.0)
+  exponent = jnp.where(rate == 0, 0.0, t * log_abs)                 # no ∞·0
+  power = jnp.where(t == 0, 1.0, sign * jnp.exp(exponent))
+  # (1 - ηλ)^∞ oscillates without decay when ηλ = 2: call it divergent.
+  power = jnp.where(jnp.isinf(t) & (rate == 2.0), jnp.inf, power)
+  # S_t = Σ_{s<t} (1 - ηλ)^s = (1 - power)/(ηλ), via expm1 when contracting, t when ηλ = 0.
+  geometric_sum = jnp.where(
+      rate == 0, t,
+      jnp.where(contracting, -jnp.expm1(exponent), 1.0 - power) / jnp.where(rate == 0, 1.0, rate))
+  drive = eta * b
+  z = power * z0 + jnp.where(drive == 0, 0.0, drive * geometric_sum)  # (R, G)
   return (z @ basis.T) / root
 
 

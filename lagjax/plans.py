@@ -132,6 +132,12 @@ class Plan:
                  for p in self.phases]
     return optax.join_schedules(schedules, [int(b) for b in self.boundaries[1:-1]])
 
+  def structure(self) -> Plan:
+    """This plan with constant step sizes zeroed: equal for plans that differ only in
+    their constant step sizes, so one compiled runner serves them all."""
+    return Plan(tuple(dataclasses.replace(p, eta=p.eta if callable(p.eta) else 0.0)
+                      for p in self.phases), self.name)
+
   @property
   def etas(self) -> np.ndarray:
     """Constant step sizes of the phases (NaN where a phase has a schedule)."""

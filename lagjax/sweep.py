@@ -256,18 +256,19 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
   if process_index != 0:
     return None
   _wait_for(pending, wait_timeout)
+  risk_paths = {}
   for group_index, rows in enumerate(groups.values()):
     for chunk_index in range(math.ceil(rows.size / chunk_size)):
       with np.load(chunk_path(workdir, group_index, chunk_index)) as chunk:
-        chunk_rows = chunk["rows"]
-        engines[chunk_rows] = str(chunk["engine"])
-        for name in OUTPUTS:
-          if name not in outputs:
-            outputs[name] = np.zeros(total, dtype=chunk[name].dtype)
-          outputs[name][chunk_rows] = chunk[name]
-        paths = outputs.setdefault("risk_path", {})
-        for i, row in enumerate(chunk_rows):
-          paths[int(row)] = chunk["risk_path"][i]
+        chunk = {name: chunk[name] for name in chunk.files}  # each access re-reads the zip
+      chunk_rows = chunk["rows"]
+      engines[chunk_rows] = str(chunk["engine"])
+      for name in OUTPUTS:
+        if name not in outputs:
+          outputs[name] = np.zeros(total, dtype=chunk[name].dtype)
+        outputs[name][chunk_rows] = chunk[name]
+      risk_paths.update(zip(chunk_rows.tolist(), chunk["risk_path"]))
+  outputs["risk_path"] = risk_paths
   return dict(table, **outputs, engine=engines)
 
 

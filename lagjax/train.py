@@ -230,8 +230,8 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
   theta0 = model.init_params(lang.d) if theta0 is None else theta0
   model.check_params(theta0, lang.d)
   partition = choose_partition(lang, theta0, plan, tied)
-  runner = _compiled_runner(lang, plan, partition, loss, route, model.has_cls(theta0),
-                            record_every, max_risk)
+  runner = _compiled_runner(lang, plan.structure(), partition, loss, route,
+                            model.has_cls(theta0), record_every, max_risk)
   grouped = dict(theta0, alpha=jnp.asarray(partition.group(jnp.asarray(theta0["alpha"]))),
                  beta=jnp.asarray(partition.group(jnp.asarray(theta0["beta"]))))
   key = jax.random.key(0) if key is None else key

@@ -1,0 +1,104 @@
+"""Smoke tests of the experiment binaries with tiny configs (STYLE.md item 8).
+
+Each binary runs as `python -m experiments.X --config experiments/configs/X.py
+--config.field=value ...`, the way a user runs it; the four runs start together
+and are checked one per test.
+"""
+
+import csv
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+TIMEOUT = 240
+
+
+def command(name, *overrides, workdir=None):
+  args = [sys.executable, "-m", f"experiments.{name}", "--config",
+          f"experiments/configs/{name}.py", *overrides]
+  return args + ([f"--workdir={workdir}"] if workdir else [])
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+  """Runs every binary once (in parallel); returns {name: (returncode, stdout+stderr, workdir)}."""
+  root = tmp_path_factory.mktemp("experiments")
+  runs = {
+      "claims": command("claims", "--config.d_list=(5,)", "--config.steps=20",
+                        workdir=root / "claims"),
+      "sample_complexity": command("sample_complexity", "--config.d_list=(5,)",
+                                   "--config.c_list=(1.0,)", "--config.num_seeds=2",
+                                   "--config.steps=10", workdir=root / "sample_complexity"),
+      "risk_at_zero": command("risk_at_zero", "--config.d=5"),
+      "misspelled": command("risk_at_zero", "--config.dd=5"),
+  }
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  processes = {name: subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)
+               for name, args in runs.items()}
+  results = {}
+  for name, process in processes.items():
+    text, _ = process.communicate(timeout=TIMEOUT)
+    results[name] = (process.returncode, text, root / name)
+  return results
+
+
+def read_csv(path):
+  with open(path, newline="") as f:
+    return list(csv.DictReader(f))
+
+
+def test_claims(outputs):
+  code, text, workdir = outputs["claims"]
+  assert code == 0, text
+  for name in ("claims.csv", "claims.md", "risk_vs_step.png", "lag_curves.png",
+               "kqv_vs_direct.png"):
+    assert (workdir / name).is_file(), name
+  rows = {row["plan"]: row for row in read_csv(workdir / "claims.csv")}
+  assert set(rows) == {"three_phase", "attention_first", "output_only", "attention_only", "joint"}
+  # The three claims that are identities hold at any T; the floor at d = 5 is 0.2295
+  # (THEORY.md section 4, 4 digits).
+  for plan in ("attention_first", "output_only", "attention_only"):
+    assert rows[plan]["holds"] == "True", rows[plan]
+    assert int(rows[plan]["d"]) == 5
+  assert abs(float(rows["output_only"]["floor"]) - 0.2295) < 5e-5
+  assert float(rows["attention_only"]["final_risk"]) == pytest.approx(0.5, abs=1e-12)
+  assert "risk stays at R(0) = 1/2: True" in text
+  assert "joint (KQV form)" in text
+
+
+def test_sample_complexity(outputs):
+  code, text, workdir = outputs["sample_complexity"]
+  assert code == 0, text
+  for name in ("sample_complexity.csv", "sample_complexity.md", "sample_complexity.png"):
+    assert (workdir / name).is_file(), name
+  # N = round(c d ln d) = round(5 ln 5) = 8.
+  assert "d=  5 N=    8 (c=1)" in text
+  (row,) = read_csv(workdir / "sample_complexity.csv")
+  assert (int(row["d"]), int(row["N"])) == (5, 8)
+  assert float(row["success"]) in (0.0, 0.5, 1.0)  # a fraction of 2 seeds
+
+
+def test_risk_at_zero(outputs):
+  """R(0) = 1/2, ∂R/∂α = 0, ∂R/∂β = (-1/d, 1/(d(d-1)), …) at d = 5 (THEORY.md section 4)."""
+  code, text, _ = outputs["risk_at_zero"]
+  assert code == 0, text
+  assert "d = 5" in text
+  assert "R(0) = 0.50000000000000" in text
+  lines = {line.split(" = ")[0]: line.split(" = ", 1)[1] for line in text.splitlines()
+           if line.startswith("dR/d")}
+  beta = [float(x) for x in lines["dR/dbeta"].strip("[] ").split()]
+  alpha = [float(x) for x in lines["dR/dalpha"].strip("[] ").split()]
+  # Printed with 6 digits.
+  assert beta == pytest.approx([-0.2, 0.05, 0.05, 0.05, 0.05], abs=1e-6)
+  assert alpha == pytest.approx([0.0] * 5, abs=1e-6)
+
+
+def test_locked_config_rejects_misspelled_field(outputs):
+  code, text, _ = outputs["misspelled"]
+  assert code != 0
+  assert "dd" in text

@@ -1,0 +1,106 @@
+"""Attention-lag metrics (THEORY.md section 6) on trajectories with a known answer.
+
+The synthetic trajectories are exact multiples of fixed vectors, so the
+relative progress is the multiplier up to float64 roundoff of a norm and a
+division (~1e-16 relative); 1e-13 is far from any real discrepancy.
+"""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lagjax as lj
+from lagjax import metrics
+
+T = 20
+TOL = 1e-13
+
+
+def synthetic(steps_total=T):
+  """α_t = (t/T)² v, β_t = (t/T) w for t = 0…T, from nonzero starting points."""
+  t = np.arange(steps_total + 1) / steps_total
+  v, w = np.array([1.0, -2.0, 0.5]), np.array([0.3, 0.0, -4.0])
+  alpha0, beta0 = np.array([0.1, 0.2, -0.3]), np.array([1.0, 1.0, 1.0])
+  return alpha0 + np.outer(t**2, v), beta0 + np.outer(t, w), t
+
+
+def test_relative_progress_and_lag_gap():
+  """r_α = (t/T)², r_β = t/T, lag gap = mean(t/T - (t/T)²) by hand."""
+  alpha, beta, t = synthetic()
+  lag = metrics.lag_metrics(jnp.asarray(alpha), jnp.asarray(beta))
+  np.testing.assert_allclose(lag.r_alpha, t**2, rtol=0, atol=TOL)
+  np.testing.assert_allclose(lag.r_beta, t, rtol=0, atol=TOL)
+  # mean over t = 0…T of (t/T - t²/T²) = 1/2 - (2T + 1)/(6T) = (T - 1)/(6T).
+  expected_gap = (T - 1) / (6 * T)
+  np.testing.assert_allclose(np.mean(t - t**2), expected_gap, rtol=0, atol=TOL)
+  np.testing.assert_allclose(lag.lag_gap, expected_gap, rtol=0, atol=TOL)
+  assert lag.lag_gap > 0  # attention lags the output layer
+
+
+def test_half_times():
+  """First step with r >= 1/2: (t/T)² >= 1/2 at t = ceil(T/√2) = 15, t/T >= 1/2 at t = 10."""
+  alpha, beta, _ = synthetic()
+  lag = metrics.lag_metrics(jnp.asarray(alpha), jnp.asarray(beta))
+  assert int(lag.half_time_alpha) == 15
+  assert int(lag.half_time_beta) == 10
+  np.testing.assert_allclose(lag.half_time_ratio, 1.5, rtol=0, atol=TOL)
+  # With recorded steps 0, 5, 10, …: the half times are read off the step labels.
+  lag = metrics.lag_metrics(jnp.asarray(alpha), jnp.asarray(beta), 5 * np.arange(T + 1))
+  assert int(lag.half_time_alpha) == 75 and int(lag.half_time_beta) == 50
+  np.testing.assert_allclose(lag.half_time_ratio, 1.5, rtol=0, atol=TOL)
+
+
+def test_swapped_groups_give_negative_gap():
+  """Swapping the groups negates the gap and inverts the ratio."""
+  alpha, beta, _ = synthetic()
+  lag = metrics.lag_metrics(jnp.asarray(beta), jnp.asarray(alpha))
+  np.testing.assert_allclose(lag.lag_gap, -(T - 1) / (6 * T), rtol=0, atol=TOL)
+  np.testing.assert_allclose(lag.half_time_ratio, 10 / 15, rtol=0, atol=TOL)
+
+
+def test_group_that_never_moves():
+  """A group that never moves has r ≡ 0, half time -1 and ratio -1 (no NaN from 0/0)."""
+  _, beta, t = synthetic()
+  still = np.tile(np.array([0.4, -0.4, 2.0]), (T + 1, 1))
+  lag = metrics.lag_metrics(jnp.asarray(still), jnp.asarray(beta))
+  np.testing.assert_array_equal(lag.r_alpha, np.zeros(T + 1))
+  assert int(lag.half_time_alpha) == -1
+  assert int(lag.half_time_beta) == 10
+  assert float(lag.half_time_ratio) == -1.0
+  np.testing.assert_allclose(lag.lag_gap, np.mean(t), rtol=0, atol=TOL)
+
+
+def test_non_monotone_trajectory():
+  """r is normalized by the largest excursion, not by the final distance."""
+  s = np.arange(T + 1) / T
+  bump = np.sin(np.pi * s)
+  alpha = np.outer(bump, [3.0, 4.0])  # distance 5 sin(π t/T), back to the start at T
+  beta = np.outer(s, [1.0, 0.0])
+  lag = metrics.lag_metrics(jnp.asarray(alpha), jnp.asarray(beta))
+  np.testing.assert_allclose(lag.r_alpha, bump, rtol=0, atol=TOL)
+  # sin(π t/20) >= 1/2 first at t/20 >= 1/6, i.e. t = 4.
+  assert int(lag.half_time_alpha) == 4
+
+
+@pytest.mark.parametrize("shape", [(T + 1, 3), (T + 1, 2, 2)])
+def test_relative_progress_of_arrays(shape):
+  """relative_progress flattens every record: the Frobenius distance to the start."""
+  rng = np.random.default_rng(0)
+  trajectory = rng.normal(size=shape)
+  flat = trajectory.reshape(T + 1, -1)
+  distance = np.linalg.norm(flat - flat[0], axis=1)
+  np.testing.assert_allclose(metrics.relative_progress(jnp.asarray(trajectory)),
+                             distance / distance.max(), rtol=0, atol=TOL)
+
+
+def test_run_lag_of_three_phase():
+  """On a three_phase run, α moves only in the attention step (step 1 → 2): r_α = 0, 0, 1, 1, …."""
+  lang = lj.occurrence(5)
+  run = lj.train(lang, lj.plans.three_phase(5.0, 25.0, 1.0, 6))
+  lag = run.lag()
+  expected = metrics.lag_metrics(run.alpha, run.beta, run.steps)
+  for name in lag._fields:
+    np.testing.assert_array_equal(getattr(lag, name), getattr(expected, name))
+  np.testing.assert_array_equal(lag.r_alpha, [0, 0] + [1] * 7)
+  assert int(lag.half_time_alpha) == 2
+  assert float(lag.r_beta[0]) == 0.0 and float(lag.r_beta[1]) > 0

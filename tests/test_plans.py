@@ -1,0 +1,258 @@
+"""Training plans (THEORY.md section 5): the optax plan equals a hand-written phase loop.
+
+The hand loops below apply each phase's update rule coordinate by coordinate
+with the gradient of the per-token Laplace risk (partition None), and are
+compared with lj.train(..., tied=False). Both use the same risk, so the
+comparison isolates the plan machinery (phase switching, group masking,
+per-phase optimizer state and schedules); the only differences are float64
+roundoff of a few operations per step, far below the 1e-12 tolerance.
+"""
+
+import functools
+import math
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import lagjax as lj
+from lagjax import partition as partition_lib
+from lagjax.plans import Empirical, Phase
+from lagjax.train import make_runner
+
+D = 5
+EXACT = 1e-12
+GROUP_KEYS = {"attention": ("alpha",), "output": ("beta",), "both": ("alpha", "beta")}
+
+
+@functools.cache
+def per_token_risk(d):
+  """Jitted risk and gradient of the per-token Laplace route of occurrence(d)."""
+  route = lj.risk_fn(lj.occurrence(d))
+  return jax.jit(route.risk), jax.jit(jax.grad(route.risk))
+
+
+def sgd_rule(eta):
+  def rule(grad, state, local_step):
+    del local_step
+    return eta * grad, state
+  return rule
+
+
+def schedule_rule(schedule):
+  def rule(grad, state, local_step):
+    return schedule(local_step) * grad, state
+  return rule
+
+
+def momentum_rule(eta, momentum):
+  """optax.sgd(eta, momentum): trace ← g + μ trace, θ ← θ - η trace."""
+  def rule(grad, state, local_step):
+    del local_step
+    trace = grad if state is None else grad + momentum * state
+    return eta * trace, trace
+  return rule
+
+
+def adam_rule(eta, b1=0.9, b2=0.999, eps=1e-8):
+  """Adam (Kingma & Ba) with bias correction, the phase's own step count from 1."""
+  def rule(grad, state, local_step):
+    m, v = (np.zeros_like(grad), np.zeros_like(grad)) if state is None else state
+    m = b1 * m + (1 - b1) * grad
+    v = b2 * v + (1 - b2) * grad**2
+    count = local_step + 1
+    m_hat, v_hat = m / (1 - b1**count), v / (1 - b2**count)
+    return eta * m_hat / (np.sqrt(v_hat) + eps), (m, v)
+  return rule
+
+
+def hand_run(theta0, phases):
+  """Runs [(group, rule, steps), ...] by hand; returns the (α, β) and risk after every step."""
+  risk, grad = per_token_risk(D)
+  params = {k: np.asarray(v) for k, v in theta0.items()}
+  alphas, betas, risks = [params["alpha"]], [params["beta"]], [float(risk(params))]
+  for group, rule, steps in phases:
+    states = {k: None for k in GROUP_KEYS[group]}  # every phase starts a fresh optimizer
+    for local_step in range(steps):
+      grads = grad(params)
+      new = dict(params)
+      for key in GROUP_KEYS[group]:
+        update, states[key] = rule(np.asarray(grads[key]), states[key], local_step)
+        new[key] = params[key] - update
+      params = new
+      alphas.append(params["alpha"])
+      betas.append(params["beta"])
+      risks.append(float(risk(params)))
+  return np.array(alphas), np.array(betas), np.array(risks)
+
+
+def assert_run_matches(run, expected):
+  alphas, betas, risks = expected
+  np.testing.assert_array_equal(run.steps, np.arange(len(risks)))
+  np.testing.assert_allclose(run.alpha, alphas, rtol=0, atol=EXACT)
+  np.testing.assert_allclose(run.beta, betas, rtol=0, atol=EXACT)
+  np.testing.assert_allclose(run.risk, risks, rtol=0, atol=EXACT)
+
+
+def random_theta(seed):
+  rng = np.random.default_rng(seed)
+  return {"alpha": jnp.asarray(rng.normal(0, 0.5, D)), "beta": jnp.asarray(rng.normal(0, 0.5, D))}
+
+
+THREE_PHASE_ETAS = (5.0, 25.0, 1.0)
+
+
+def three_phase_by_hand(etas):
+  """three_phase from zero, output 1 step, attention 1 step, output 5 steps, by hand."""
+  eta1, eta2, eta3 = etas
+  return hand_run(lj.init_params(D), [("output", sgd_rule(eta1), 1),
+                                      ("attention", sgd_rule(eta2), 1),
+                                      ("output", sgd_rule(eta3), 5)])
+
+
+def test_three_phase_equals_hand_loop():
+  """three_phase(5, 25, 1) with 1, 1, 5 steps from zero: the optax plan = the phase loop."""
+  plan = lj.plans.three_phase(*THREE_PHASE_ETAS, 5)
+  assert [p.group for p in plan.phases] == ["output", "attention", "output"]
+  assert [p.steps for p in plan.phases] == [1, 1, 5]
+  run = lj.train(lj.occurrence(D), plan, tied=False)
+  expected = three_phase_by_hand(THREE_PHASE_ETAS)
+  assert_run_matches(run, expected)
+  # Every phase moved its own group only, and the attention step really moved α.
+  alphas, betas, _ = expected
+  assert np.abs(alphas[2] - alphas[1]).max() > 1e-3
+  np.testing.assert_array_equal(alphas[2:], np.broadcast_to(alphas[2], alphas[2:].shape))
+  np.testing.assert_array_equal(betas[1], betas[2])
+
+
+def test_custom_plan_with_adam_momentum_and_schedule_equals_hand_loop():
+  """Adam on the output group, SGD with momentum on attention, a scheduled joint phase."""
+  schedule = lambda count: 0.5 / (1.0 + count)
+  plan = lj.plans.custom([
+      Phase("output", 0.05, 3, optimizer=optax.adam),
+      Phase("attention", 2.0, 3, optimizer=functools.partial(optax.sgd, momentum=0.9)),
+      Phase("both", schedule, 2),
+      Phase("output", 0.5, 2),
+  ])
+  theta0 = random_theta(0)
+  run = lj.train(lj.occurrence(D), plan, theta0, tied=False)
+  expected = hand_run(theta0, [("output", adam_rule(0.05), 3),
+                               ("attention", momentum_rule(2.0, 0.9), 3),
+                               ("both", schedule_rule(schedule), 2),
+                               ("output", sgd_rule(0.5), 2)])
+  assert_run_matches(run, expected)
+  # The rules are distinguishable at this tolerance: plain SGD in the Adam and
+  # momentum phases would give a different trajectory.
+  plain = hand_run(theta0, [("output", sgd_rule(0.05), 3), ("attention", sgd_rule(2.0), 3),
+                            ("both", schedule_rule(schedule), 2), ("output", sgd_rule(0.5), 2)])
+  assert np.abs(plain[1][3] - expected[1][3]).max() > 1e-3
+  assert np.abs(plain[0][6] - expected[0][6]).max() > 1e-3
+
+
+def test_runner_is_traced_once_across_step_sizes():
+  """make_runner's run(θ0, key, etas) jits once; new etas are data, not a new trace."""
+  lang = lj.occurrence(D)
+  plan = lj.plans.three_phase(*THREE_PHASE_ETAS, 5)
+  run = jax.jit(chex.assert_max_traces(make_runner(lang, plan, partition_lib.singletons(D)),
+                                       n=1))
+  theta0 = lj.init_params(D)
+  other_etas = (2.0, 10.0, 0.5)
+  first = run(theta0, jax.random.key(0), jnp.asarray(THREE_PHASE_ETAS))
+  second = run(theta0, jax.random.key(0), jnp.asarray(other_etas))
+  assert_run_matches(first, three_phase_by_hand(THREE_PHASE_ETAS))
+  assert_run_matches(second, three_phase_by_hand(other_etas))
+
+
+def test_learning_rate_and_phase_index_join_the_phases():
+  """plan.learning_rate() is η of the phase active at each global step (join_schedules)."""
+  plan = lj.plans.three_phase(5.0, 25.0, 1.0, 4, steps1=2, steps2=3)
+  assert plan.total_steps == 9
+  np.testing.assert_array_equal(plan.boundaries, [0, 2, 5, 9])
+  learning_rate = plan.learning_rate()
+  expected = [5.0, 5.0, 25.0, 25.0, 25.0, 1.0, 1.0, 1.0, 1.0]
+  np.testing.assert_array_equal([float(learning_rate(t)) for t in range(9)], expected)
+  np.testing.assert_array_equal([int(plan.phase_index(t)) for t in range(11)],
+                                [0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2])
+  np.testing.assert_array_equal(plan.etas, [5.0, 25.0, 1.0])
+
+
+def test_named_plans():
+  """The named plans of THEORY.md section 5 have the documented phases."""
+  expected = {
+      "joint": ((1.5, 7), [("both", 1.5, 7)]),
+      "three_phase": ((1.0, 2.0, 3.0, 7), [("output", 1.0, 1), ("attention", 2.0, 1),
+                                           ("output", 3.0, 7)]),
+      "attention_first": ((2.0, 3.0, 7), [("attention", 2.0, 1), ("output", 3.0, 7)]),
+      "output_only": ((1.5, 7), [("output", 1.5, 7)]),
+      "attention_only": ((1.5, 7), [("attention", 1.5, 7)]),
+  }
+  for name, (args, phases) in expected.items():
+    plan = lj.plans.get_plan(name)(*args)
+    assert plan.name == name
+    assert [(p.group, p.eta, p.steps) for p in plan.phases] == phases
+    assert all(p.objective == lj.plans.Population() for p in plan.phases)
+
+
+def test_phase_trains_its_group():
+  assert Phase("attention").trains("alpha") and Phase("attention").trains("W_K")
+  assert not Phase("attention").trains("beta") and not Phase("attention").trains("w_o")
+  assert Phase("output").trains("beta_cls") and not Phase("output").trains("alpha_cls")
+  assert Phase("both").trains("alpha") and Phase("both").trains("beta")
+
+
+# ---------------------------------------------------------------------------
+# Bad input: ValueError naming the field.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("eta", [-1.0, -1e-300, math.nan, math.inf, -math.inf])
+def test_bad_eta(eta):
+  with pytest.raises(ValueError, match="eta"):
+    Phase("output", eta, 3)
+  with pytest.raises(ValueError, match="eta"):
+    lj.plans.three_phase(1.0, eta, 1.0, 3)
+  with pytest.raises(ValueError, match="eta"):
+    lj.plans.output_only(eta, 3)
+
+
+@pytest.mark.parametrize("steps", [0, -2, 1.5, True])
+def test_bad_steps(steps):
+  with pytest.raises(ValueError, match="steps"):
+    Phase("output", 1.0, steps)
+  with pytest.raises(ValueError, match="steps"):
+    lj.plans.joint(1.0, steps)
+
+
+def test_bad_group():
+  with pytest.raises(ValueError, match="group") as error:
+    Phase("embedding", 1.0, 3)
+  assert "attention" in str(error.value)  # the message lists the known groups
+
+
+def test_plan_without_phases():
+  with pytest.raises(ValueError, match="phase"):
+    lj.plans.custom([])
+  with pytest.raises(ValueError, match="phase"):
+    lj.plans.custom([("output", 1.0, 3)])
+
+
+@pytest.mark.parametrize("n_samples", [0, -5, 2.5])
+def test_bad_empirical(n_samples):
+  with pytest.raises(ValueError, match="n_samples"):
+    Empirical(n_samples)
+  with pytest.raises(ValueError, match="batch_size"):
+    Empirical(10, batch_size=0)
+
+
+def test_bad_objective():
+  with pytest.raises(ValueError, match="objective"):
+    Phase("output", 1.0, 3, objective="population")
+
+
+def test_unknown_plan_name():
+  with pytest.raises(ValueError, match="nope") as error:
+    lj.plans.get_plan("nope")
+  assert "three_phase" in str(error.value)  # the message lists the known plans
