@@ -90,7 +90,8 @@ def plot_lag(all_runs, path):
     steps = np.asarray(runs["joint"].steps)
     ax.plot(steps, np.asarray(lag.r_beta), color=f"C{i}", label=f"r_β, d = {d}")
     ax.plot(steps, np.asarray(lag.r_alpha), color=f"C{i}", ls="--", label=f"r_α, d = {d}")
-  ax.set(xlabel="step", ylabel="relative progress", xscale="symlog",
+  ax.set_xscale("symlog", linthresh=1.0)
+  ax.set(xlabel="step", ylabel="relative progress", xlim=(0, None),
          title="joint GD: relative progress of α (dashed) and β")
   ax.legend(fontsize=8)
   fig.tight_layout()

@@ -86,7 +86,8 @@ def risk_curves(results: dict, config, path: str) -> str | None:
              + (" (diverged)" if results["diverged"][row] else ""))
     ax.plot(record_steps(results, row, config.num_records),
             np.maximum(results["risk_path"][row], RISK_FLOOR), marker=".", label=label)
-  ax.set(yscale="log", xscale="symlog", xlabel="step", ylabel="population risk",
+  ax.set_xscale("symlog", linthresh=1.0)
+  ax.set(yscale="log", xlabel="step", ylabel="population risk", xlim=(0, int(key.steps)),
          title=f"{key.plan}, d = {key.d}, T = {key.steps}")
   ax.legend(fontsize=7)
   fig.tight_layout()

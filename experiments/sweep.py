@@ -222,7 +222,14 @@ def main(argv):
   if config.save_trajectories:
     save_trajectories(results, workdir, config.num_records)
   figures = plotting.sweep_figures(results, config, workdir)
-  print(regime_report(results, config.success_risk))
+  report = regime_report(results, config.success_risk)
+  with open(os.path.join(workdir, "regime_report.txt"), "w") as f:
+    f.write(report + "\n")
+  lines = report.splitlines()
+  if len(lines) > 24:  # keep the printed report short; the file has every η1
+    keep = np.unique(np.linspace(0, len(lines) - 1, 24).astype(int))
+    lines = [lines[i] for i in keep] + [f"  … {len(lines)} lines in regime_report.txt"]
+  print("\n".join(lines))
   print(f"{table['plan'].shape[0]} configurations in {wall:.1f} s "
         f"({metadata['configs_per_second']:.0f}/s); wrote {csv_path}, metadata.json, "
         f"{', '.join(os.path.basename(p) for p in figures)} in {workdir}")

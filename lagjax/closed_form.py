@@ -148,8 +148,17 @@ class Trajectory(NamedTuple):
 
 
 def record_steps(total_steps: int, num_records: int) -> np.ndarray:
-  """Global steps round(k T / K), k = 0…K, without repeats (always 0 and T)."""
-  return np.unique(np.round(np.linspace(0, total_steps, num_records + 1)).astype(np.int64))
+  """Recorded global steps: round(k T / K) for k = 0…K (uniform, for the lag metrics)
+  joined with round(T^(k/K)) (geometric, for risk curves on a log axis); sorted, unique."""
+  uniform = np.round(np.linspace(0, total_steps, num_records + 1))
+  geometric = np.round(np.geomspace(1, total_steps, num_records))
+  return np.unique(np.concatenate([uniform, geometric])).astype(np.int64)
+
+
+def uniform_records(total_steps: int, num_records: int) -> np.ndarray:
+  """Mask of the uniformly spaced records among record_steps(total_steps, num_records)."""
+  uniform = np.round(np.linspace(0, total_steps, num_records + 1)).astype(np.int64)
+  return np.isin(record_steps(total_steps, num_records), uniform)
 
 
 def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: int = 64,

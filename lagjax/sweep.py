@@ -108,13 +108,15 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
     trajectory = closed_form.make_trajectory(lang, plan, num_records=num_records,
                                              partition=partition, max_risk=max_risk)
     error_report, _ = error_lib.best_route(lang, partition)
+    # The lag gap is a mean over t: take it over the uniformly spaced records only.
+    uniform = closed_form.uniform_records(plan.total_steps, num_records)
 
     def evaluate(etas, seed):
       del seed
       run = trajectory(etas)
       alpha, beta = partition.expand(run.alpha), partition.expand(run.beta)
       return _summary(run.risk, error_report(run.params)["error"], alpha, beta, run.steps,
-                      run.diverged, run.diverged_step, letter)
+                      run.diverged, run.diverged_step, letter, uniform)
 
     return evaluate, "closed_form"
 
@@ -133,7 +135,9 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
   return evaluate, "steps"
 
 
-def _summary(risk, error, alpha, beta, steps, diverged, diverged_step, letter):
+def _summary(risk, error, alpha, beta, steps, diverged, diverged_step, letter, uniform=None):
+  if uniform is not None:
+    alpha, beta, steps = alpha[uniform], beta[uniform], steps[uniform]
   lag = metrics.lag_metrics(alpha, beta, steps)
   return {"final_risk": risk[-1], "error": error,
           "margin": model.attention_margin({"alpha": alpha[-1]}, letter),
