@@ -7,21 +7,13 @@ import os
 import matplotlib
 import numpy as np
 
-from lagjax import closed_form, sweep
+from lagjax import sweep
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 
 RISK_FLOOR = 1e-16  # risks are shown on a log scale; exact zeros sit at this floor
-
-
-def record_steps(results: dict, row: int, num_records: int) -> np.ndarray:
-  steps = int(results["steps"][row])
-  length = len(results["risk_path"][row])
-  if results["engine"][row] == "closed_form":
-    return closed_form.record_steps(steps, num_records)
-  return np.minimum(np.arange(length) * max(1, -(-steps // num_records)), steps)
 
 
 def diagram_groups(results: dict, axes: tuple[str, str]):
@@ -84,7 +76,7 @@ def risk_curves(results: dict, config, path: str) -> str | None:
     row = int(rows[np.argmin(distance)])
     label = (f"{x_name} = {results[x_name][row]:.3g}, {y_name} = {results[y_name][row]:.3g}"
              + (" (diverged)" if results["diverged"][row] else ""))
-    ax.plot(record_steps(results, row, config.num_records),
+    ax.plot(results["record_steps"][row],
             np.maximum(results["risk_path"][row], RISK_FLOOR), marker=".", label=label)
   ax.set_xscale("symlog", linthresh=1.0)
   ax.set(yscale="log", xlabel="step", ylabel="population risk", xlim=(0, int(key.steps)),

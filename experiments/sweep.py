@@ -155,17 +155,14 @@ def regime_report(results: dict, success_risk: float) -> str:
   return "\n".join(lines)
 
 
-def save_trajectories(results: dict, workdir: str, num_records: int) -> None:
+def save_trajectories(results: dict, workdir: str) -> None:
   """trajectories.npz: per static group, its rows, record steps and risk at each record."""
   arrays = {}
   for key, rows in sweep.group_rows(results).items():
     name = f"{key.plan}_d{key.d}_T{key.steps}_N{key.n_samples}"
     arrays[f"{name}_rows"] = rows
     arrays[f"{name}_risk"] = np.stack([results["risk_path"][int(i)] for i in rows])
-    arrays[f"{name}_steps"] = lj.closed_form.record_steps(key.steps, num_records) if results[
-        "engine"][rows[0]] == "closed_form" else np.minimum(
-            np.arange(arrays[f"{name}_risk"].shape[1]) * max(1, -(-key.steps // num_records)),
-            key.steps)
+    arrays[f"{name}_steps"] = results["record_steps"][int(rows[0])]
   np.savez(os.path.join(workdir, "trajectories.npz"), **arrays)
 
 
@@ -177,8 +174,20 @@ def git_commit() -> str:
     return "unknown"
 
 
+def use_every_core() -> None:
+  """On CPU, one XLA device per core, so chunks shard over every core.
+
+  Must run before JAX creates its backend (XLA reads the flag then); an explicit
+  device count in XLA_FLAGS is respected.
+  """
+  if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               f" --xla_force_host_platform_device_count={os.cpu_count() or 1}")
+
+
 def main(argv):
   del argv
+  use_every_core()
   common.quiet_jax_logs()
   config = _CONFIG.value
   if _COORDINATOR.value:
@@ -204,8 +213,6 @@ def main(argv):
   if results is None:
     return
   csv_path = write_results(results, workdir)
-  steps = {int(t): lj.closed_form.record_steps(int(t), config.num_records).tolist()
-           for t in config.steps_list}
   metadata = {
       "config": json.loads(config_json),
       "config_sha256": hashlib.sha256(config_json.encode()).hexdigest(),
@@ -215,12 +222,11 @@ def main(argv):
       "devices": [str(d) for d in jax.devices()], "process_count": jax.process_count(),
       "configurations": int(table["plan"].shape[0]), "wall_seconds": wall,
       "configs_per_second": table["plan"].shape[0] / max(wall, 1e-9),
-      "record_steps_closed_form": steps,
   }
   with open(os.path.join(workdir, "metadata.json"), "w") as f:
     json.dump(metadata, f, indent=2)
   if config.save_trajectories:
-    save_trajectories(results, workdir, config.num_records)
+    save_trajectories(results, workdir)
   figures = plotting.sweep_figures(results, config, workdir)
   report = regime_report(results, config.success_risk)
   with open(os.path.join(workdir, "regime_report.txt"), "w") as f:

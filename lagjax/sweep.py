@@ -94,7 +94,7 @@ def make_plan(name: str, steps: int, n_samples: int = 0) -> plans.Plan:
 def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squared",
                    route: str = "auto", num_records: int = 64,
                    max_risk: float = MAX_RISK) -> tuple[Callable, str]:
-  """evaluate(etas (P,), seed) -> dict of OUTPUTS (+ "risk_path" (R,)), and the engine name.
+  """evaluate(etas (P,), seed) -> dict of OUTPUTS (+ "risk_path", "record_steps" (R,)), engine.
 
   Engine "closed_form" (population plans without joint phases, squared loss):
   output phases in closed form, O(1) in T. Engine "steps": the scan of lj.train.
@@ -142,7 +142,7 @@ def _summary(risk, error, alpha, beta, steps, diverged, diverged_step, letter, u
   return {"final_risk": risk[-1], "error": error,
           "margin": model.attention_margin({"alpha": alpha[-1]}, letter),
           "lag_gap": lag.lag_gap, "diverged": diverged, "diverged_step": diverged_step,
-          "risk_path": risk}
+          "risk_path": risk, "record_steps": steps}
 
 
 def chunked(evaluate: Callable, batch_size: int, devices) -> Callable:
@@ -216,8 +216,9 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
               devices=None, wait_timeout: float = 3600.0) -> dict | None:
   """Evaluates every row of `table`, persisting each finished chunk under workdir/chunks.
 
-  Returns the results table (the input columns plus OUTPUTS and "engine") on
-  process 0, None on the others. Chunks already on disk are loaded, not recomputed.
+  Returns the results table (the input columns plus OUTPUTS and "engine", and
+  dicts row -> array "risk_path", "record_steps") on process 0, None on the
+  others. Chunks already on disk are loaded, not recomputed.
   """
   devices = list(devices or jax.local_devices())
   os.makedirs(os.path.join(workdir, "chunks"), exist_ok=True)
@@ -254,13 +255,14 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
       etas = np.stack([table[name][padded] for name in names], axis=1).astype(np.float64)
       result = evaluator(etas, table["seed"][padded].astype(np.uint32))
       result = {k: v[: chunk_rows.size] for k, v in result.items()}
+      result["record_steps"] = result["record_steps"][0]  # the same for the whole group
       save_atomically(path, dict(result, rows=chunk_rows, engine=np.array(engine)))
       progress.update(chunk_rows.size)
   progress.close()
   if process_index != 0:
     return None
   _wait_for(pending, wait_timeout)
-  risk_paths = {}
+  risk_paths, record_steps = {}, {}
   for group_index, rows in enumerate(groups.values()):
     for chunk_index in range(math.ceil(rows.size / chunk_size)):
       with np.load(chunk_path(workdir, group_index, chunk_index)) as chunk:
@@ -272,7 +274,8 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
           outputs[name] = np.zeros(total, dtype=chunk[name].dtype)
         outputs[name][chunk_rows] = chunk[name]
       risk_paths.update(zip(chunk_rows.tolist(), chunk["risk_path"]))
-  outputs["risk_path"] = risk_paths
+      record_steps.update(dict.fromkeys(chunk_rows.tolist(), chunk["record_steps"]))
+  outputs["risk_path"], outputs["record_steps"] = risk_paths, record_steps
   return dict(table, **outputs, engine=engines)
 
 
