@@ -136,9 +136,8 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
 
 
 def _summary(risk, error, alpha, beta, steps, diverged, diverged_step, letter, uniform=None):
-  if uniform is not None:
-    alpha, beta, steps = alpha[uniform], beta[uniform], steps[uniform]
-  lag = metrics.lag_metrics(alpha, beta, steps)
+  lag = metrics.lag_metrics(alpha, beta, steps) if uniform is None else metrics.lag_metrics(
+      alpha[uniform], beta[uniform], steps[uniform])
   return {"final_risk": risk[-1], "error": error,
           "margin": model.attention_margin({"alpha": alpha[-1]}, letter),
           "lag_gap": lag.lag_gap, "diverged": diverged, "diverged_step": diverged_step,
