@@ -3,9 +3,11 @@
 With tokens tied in G groups, f depends on w only through the group counts
 c ∈ N^G. Enumerating every c with n = Σc ≤ N, weighted by
 P(n) · n!/Π c_g! · Π π_g^{c_g}, gives the risk of any loss and the exact 0-1
-error up to the dropped tail, certified by
-    |R - R_N| <= P(n > N) · sup ℓ,  sup ℓ over |f| <= max|β|.
-N is the smallest length with P(n > N) <= tol.
+error up to the mass left out, certified by
+    |R - R_N| <= (P(n > N) + dropped) · sup ℓ,  sup ℓ over |f| <= max|β|.
+N is the smallest length with P(n > N) <= tol/2, and the lightest count vectors
+are dropped while their total weight stays <= tol/2 (most of the N^G/G! vectors
+lie deep in the multinomial tails), so the mass left out is <= tol.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
     lang: the language; the partition must refine `partition.of_language(lang)`.
     partition: groups of tied tokens; None means one group per token.
     loss: "squared", "logistic" or a callable (f, y) -> ℓ.
-    tol: the length tail P(n > N) left out.
+    tol: the probability mass left out: the length tail P(n > N) <= tol/2 plus
+      the lightest count vectors, dropped while their total weight is <= tol/2.
     max_vectors: refuse enumerations larger than this.
 
   Returns:
@@ -69,7 +72,7 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
   partition = partition or partition_lib.singletons(lang.d)
   if not 0 < tol < 1:
     raise ValueError(f"tol must lie in (0, 1); got {tol!r}.")
-  n_max = lengths_lib.truncation_length(lang.length, tol)
+  n_max = lengths_lib.truncation_length(lang.length, tol / 2)
   size = num_count_vectors(partition.num_groups, n_max)
   if size > max_vectors:
     raise ValueError(
@@ -83,13 +86,20 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
       len(set(base_partition.index[list(b)])) > 1 for b in partition.blocks):
     raise ValueError("partition must refine the language's partition (lj.partition.of_language).")
   counts_np = count_vectors(partition.num_groups, n_max)
-  weights = jnp.asarray(np.exp(log_weights(counts_np, partition.masses(lang.pi), lang.length)))
+  weights_np = np.exp(log_weights(counts_np, partition.masses(lang.pi), lang.length))
+  # Most count vectors are far in the multinomial tails; dropping the lightest ones
+  # whose total mass is <= tol/2 keeps the bound certified (their mass joins the tail).
+  order = np.argsort(weights_np)
+  dropped = np.cumsum(weights_np[order]) <= tol / 2
+  keep = np.sort(order[~dropped])
+  dropped_mass = float(weights_np[order[dropped]].sum())
+  counts_np, weights = counts_np[keep], jnp.asarray(weights_np[keep])
   # Labels depend on presence only: put each group's presence on its first token.
   presence = np.zeros((counts_np.shape[0], lang.d), dtype=np.int8)
   presence[:, [b[0] for b in partition.blocks]] = counts_np > 0
   labels = jnp.asarray(lang.label_counts(presence))
   counts = jnp.asarray(counts_np, dtype=jnp.float64)
-  tail = lang.length.tail(n_max)
+  tail = lang.length.tail(n_max) + dropped_mass
   loss_fn = base.get_loss(loss)
 
   def outputs(params):
