@@ -62,7 +62,9 @@ def merged_windows(centers, step: float, left: float, width: int, num_points: in
                          jnp.minimum(width, jnp.diff(starts))])
   cumulative = jnp.cumsum(new)
   slot = jnp.arange(num_points)
-  window = jnp.minimum(jnp.searchsorted(cumulative, slot, side="right"), starts.shape[0] - 1)
+  method = "compare_all" if starts.shape[0] <= 64 else "scan"  # tiny arrays: no loop
+  window = jnp.minimum(jnp.searchsorted(cumulative, slot, side="right", method=method),
+                       starts.shape[0] - 1)
   first_new = starts[window] + width - new[window]
   index = first_new + slot - (cumulative[window] - new[window])
   needed = cumulative[-1]
@@ -82,7 +84,8 @@ def _scores(params):
 def _kernels(params, step, left, width, num_points):
   """Quadrature weights and the kernels exp(-e^s), exp(s - e^s), exp(2s - e^s), s = log(t u_g).
 
-  Returns (x_weights (N,), decay, kernel1, kernel2 (N, G[+1]), lattice points needed).
+  Returns (x_weights (N,), decay, kernel1, kernel2 (G[+1], N), lattice points needed).
+  Groups lead and quadrature nodes trail, so vectorized loops run along the nodes.
   """
   alpha, _ = _scores(params)
   log_u = alpha - jax.lax.stop_gradient(alpha.max())
@@ -90,7 +93,7 @@ def _kernels(params, step, left, width, num_points):
                                         num_points)
   # Beyond s = 40 every kernel is 0 to double precision; the clip keeps exp(s)
   # finite so gradients never meet inf·0.
-  s = jnp.minimum(x[:, None] + log_u[None, :], 40.0)
+  s = jnp.minimum(log_u[:, None] + x[None, :], 40.0)
   e_s = jnp.exp(s)
   decay = jnp.exp(-e_s)
   kernel1 = e_s * decay
@@ -135,23 +138,27 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
     kernels = _kernels(params, step, left, width, num_points)
     x_weights, decay, kernel1, kernel2, needed = kernels
     token_beta = params["beta"]
-    tokens = slice(0, token_beta.shape[0])
-    m0 = decay[:, tokens] @ masses.T                       # M(t) per support, (N, K)
-    m1 = kernel1[:, tokens] @ (masses * token_beta).T      # t·M1(t) per support
-    m2 = kernel2[:, tokens] @ (masses[0] * token_beta**2)  # t²·M2(t) on Σ
+    groups = token_beta.shape[0]
+
+    def over_groups(weights, kernel):
+      """Σ_g weights[..., g] kernel[g] -> (..., N); a sum, not a tiny matmul, so it fuses."""
+      return (weights[..., None] * kernel[:groups]).sum(-2)
+
+    m0 = over_groups(masses, decay)                          # M(t) per support, (K, N)
+    m1 = over_groups(masses * token_beta, kernel1)           # t·M1(t) per support
+    m2 = over_groups(masses[0] * token_beta**2, kernel2)     # t²·M2(t) on Σ, (N,)
     g1 = law.pgf_d1(m0)
     first = g1 * m1
-    second = g1[:, 0] * m2 + law.pgf_d2(m0[:, 0]) * m1[:, 0] ** 2
+    second = g1[0] * m2 + law.pgf_d2(m0[0]) * m1[0] ** 2
     if cls:
       g0 = law.pgf(m0)
-      cls_decay, cls_kernel1, cls_kernel2 = decay[:, -1:], kernel1[:, -1:], kernel2[:, -1:]
+      cls_decay, cls_kernel1, cls_kernel2 = decay[-1], kernel1[-1], kernel2[-1]
       cls_beta = beta[-1]
       first = cls_kernel1 * cls_beta * g0 + cls_decay * first
-      second = (cls_kernel2[:, 0] * cls_beta**2 * g0[:, 0]
-                + 2 * cls_beta * cls_kernel1[:, 0] * g1[:, 0] * m1[:, 0]
-                + cls_decay[:, 0] * second)
-    mean_yf = x_weights @ first @ coefs
-    mean_f2 = x_weights @ second
+      second = (cls_kernel2 * cls_beta**2 * g0[0] + 2 * cls_beta * cls_kernel1 * g1[0] * m1[0]
+                + cls_decay * second)
+    mean_yf = coefs @ (first @ x_weights)
+    mean_f2 = second @ x_weights
     return mean_yf, mean_f2, needed
 
   def risk(params):
@@ -204,6 +211,7 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
     if cls:
       params["beta_cls"] = jnp.zeros(())
     x_weights, decay, kernel1, kernel2, _ = _kernels(params, step, left, width, num_points)
+    decay, kernel1, kernel2 = decay.T, kernel1.T, kernel2.T
     groups = masses.shape[1]
     m0 = decay[:, :groups] @ masses.T                          # (N, K)
     g1 = law.pgf_d1(m0)                                        # G'(M_S) per support
