@@ -141,7 +141,10 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
     groups = token_beta.shape[0]
 
     def over_groups(weights, kernel):
-      """Σ_g weights[..., g] kernel[g] -> (..., N); a sum, not a tiny matmul, so it fuses."""
+      """Σ_g weights[..., g] kernel[g] -> (..., N): a fused sum for a few groups (a tiny
+      matmul would not fuse), a matrix product for many."""
+      if groups > 8:
+        return weights @ kernel[:groups]
       return (weights[..., None] * kernel[:groups]).sum(-2)
 
     m0 = over_groups(masses, decay)                          # M(t) per support, (K, N)
