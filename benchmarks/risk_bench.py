@@ -15,12 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 if not __package__:  # run as a script: make the repo root importable
@@ -31,21 +27,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import lagjax as lj  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import median_time, status  # noqa: E402
 
 TARGET_SE = 1e-3
 BATCH = 4096
 MIB = 2.0**20
-
-
-def median_time(fn, *args, repeats: int) -> float:
-  """Median wall time in seconds of fn(*args) over `repeats` calls after a warm-up call."""
-  jax.block_until_ready(fn(*args))
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    times.append(time.perf_counter() - start)
-  return statistics.median(times)
 
 
 def random_params(rng: np.random.Generator, shape) -> dict:
@@ -134,16 +121,9 @@ def measure_memory(repeats: int) -> dict:
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def machine() -> dict:
-  return {"platform": platform.platform(), "python": platform.python_version(),
-          "cpu_count": os.cpu_count(), "jax": jax.__version__,
-          "device": str(jax.devices()[0]), "x64": bool(jax.config.jax_enable_x64),
-          "load_average": os.getloadavg()}
-
-
 def run(quick: bool) -> dict:
   """Runs every case; returns rows of the table and diagnostics."""
-  info = machine()
+  info = harness.machine()
   repeats = 5 if quick else 30
   rng = np.random.default_rng(0)
   lang = lj.occurrence(50)
@@ -199,10 +179,7 @@ def run(quick: bool) -> dict:
   ]
   return {
       "machine": info, "quick": quick, "repeats": repeats,
-      "rows": [{"case": case, "seconds": t, "target_seconds": target,
-                "passed": None if target is None else t <= target,
-                "speedup_vs_baseline": None if ref is None else ref / t}
-               for case, t, target, ref in rows],
+      "rows": harness.timing_rows(rows),
       "memory": dict(memory, target_bytes=2**30, passed=memory["peak_over_import"] <= 2**30),
       "checks": {"laplace_risk": exact, "lattice_risk": float(lattice.risk(tied)),
                  "monte_carlo_risk": estimate["risk"], "monte_carlo_se": estimate["se"],
@@ -211,23 +188,9 @@ def run(quick: bool) -> dict:
   }
 
 
-def format_seconds(seconds: float) -> str:
-  return f"{seconds * 1e6:.1f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.2f} ms" if (
-      seconds < 1) else f"{seconds:.2f} s"
-
-
-def status(passed) -> str:
-  return "—" if passed is None else "pass" if passed else "FAIL"
-
-
 def table(results: dict) -> str:
   """The Markdown table of timings and memory, with the machine and sanity checks."""
-  lines = ["| case | median | target | status | baseline / case |", "|---|---|---|---|---|"]
-  for row in results["rows"]:
-    target = "—" if row["target_seconds"] is None else f"≤ {format_seconds(row['target_seconds'])}"
-    ratio = row["speedup_vs_baseline"]
-    lines.append(f"| {row['case']} | {format_seconds(row['seconds'])} | {target} | "
-                 f"{status(row['passed'])} | {'—' if ratio is None else f'{ratio:.3g}×'} |")
+  lines = harness.timing_table(results["rows"])
   memory = results["memory"]
   runs = memory["runs_over_start"]
   lines.append(f"| peak memory, laplace value+grad d=1000 full: peak RSS − RSS after import "
@@ -235,11 +198,8 @@ def table(results: dict) -> str:
                f"{memory['xla_bytes'] / MIB:.1f} MiB) | {memory['peak_over_import'] / MIB:.1f} MiB"
                f" | ≤ 1024 MiB | {status(memory['passed'])} | — |")
   checks = results["checks"]
-  info = results["machine"]
   return "\n".join([
-      f"machine: {info['platform']}, python {info['python']}, {info['cpu_count']} CPUs, "
-      f"jax {info['jax']}, device {info['device']}, x64 {info['x64']}, load average at start "
-      f"{', '.join(f'{load:.2f}' for load in info['load_average'])}",
+      harness.machine_line(results["machine"]),
       f"repeats per case: {results['repeats']} (baseline: 5); all float64, after compilation",
       "", *lines, "",
       f"checks: laplace R = {checks['laplace_risk']:.10f}, lattice R = "
@@ -251,19 +211,14 @@ def table(results: dict) -> str:
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--quick", action="store_true", help="5 repeats per case instead of 30")
-  parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+  parser = harness.parser(__doc__, "5 repeats per case instead of 30")
   parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--repeats", type=int, default=3, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.memory_child:
     memory_child(args.repeats)
-    return
-  results = run(args.quick)
-  print(table(results))
-  if args.json:
-    Path(args.json).write_text(json.dumps(results, indent=2))
+  else:
+    harness.report(args, run, table)
 
 
 if __name__ == "__main__":
