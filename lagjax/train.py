@@ -75,6 +75,8 @@ class Run:
 
 def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
   """The group partition to simulate on (see module docstring)."""
+  if tied not in (True, False, "auto"):
+    raise ValueError(f"tied must be True, False or 'auto'; got {tied!r}.")
   base_partition = partition_lib.of_language(lang)
   population_only = all(isinstance(p.objective, plans.Population) for p in plan.phases)
   is_tied = all(np.ptp(np.asarray(theta0[k])[list(b)]) == 0
@@ -82,8 +84,6 @@ def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
   if tied is True and not (is_tied and population_only):
     raise ValueError("tied=True needs θ0 constant on the language's groups and population "
                      "objectives in every phase.")
-  if tied is not False and tied not in (True, "auto"):
-    raise ValueError(f"tied must be True, False or 'auto'; got {tied!r}.")
   if tied is not False and is_tied and population_only:
     return base_partition
   return partition_lib.singletons(lang.d)
@@ -130,13 +130,14 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
     return params if kqv_fixed is None else model.kqv_to_direct(params, kqv_fixed)
 
   def objective_branch(phase_index: int, key):
+    """value_and_grad(params, step_key) of phase `phase_index`'s objective."""
     objective = plan.phases[phase_index].objective
     if isinstance(objective, plans.Population):
       same = objective.route in ("auto", population.name)
       risk = population.risk if same else build_route(
           lang, loss=loss, route=objective.route, partition=partition, cls=cls).risk
-      return lambda params, step_key: jax.value_and_grad(lambda p: risk(to_direct(p)))(params), \
-          None
+      value_and_grad = jax.value_and_grad(lambda p: risk(to_direct(p)))
+      return lambda params, step_key: value_and_grad(params)
     counts, labels = sample_counts(jax.random.fold_in(key, phase_index), lang,
                                    objective.n_samples)
 
@@ -149,7 +150,7 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
       outputs = model.forward_counts(to_direct(params), batch_counts)
       return jnp.mean(loss_fn(outputs, batch_labels))
 
-    return jax.value_and_grad(empirical), counts
+    return jax.value_and_grad(empirical)
 
   def record(params, step):
     params = to_direct(params)
@@ -163,7 +164,7 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
 
   def run(theta0, key, etas):
     tx = plan.transformation(etas)
-    branches = [objective_branch(i, key)[0] for i in range(len(plan.phases))]
+    branches = [objective_branch(i, key) for i in range(len(plan.phases))]
 
     def step(carry, t):
       params, opt_state, diverged, diverged_step = carry
