@@ -14,6 +14,7 @@ every P-th chunk; process 0 waits for all chunks and writes the outputs.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import importlib.metadata
 import json
@@ -116,21 +117,30 @@ def prepare_workdir(workdir: str, config_json: str, overwrite: bool) -> None:
     os.replace(temporary, path)
 
 
+RESULT_COLUMNS = ("plan", "d", "T", "N", "seed", *sweep.ETA_NAMES, "final_risk", "error",
+                  "margin", "lag_gap", "status", "diverged_step", "engine")
+
+
 def write_results(results: dict, workdir: str) -> str:
-  status = np.where(results["diverged"], "diverged", "ok")
-  rows = []
-  for i in range(results["plan"].shape[0]):
-    rows.append({
-        "plan": results["plan"][i], "d": int(results["d"][i]), "T": int(results["steps"][i]),
-        "N": int(results["n_samples"][i]), "seed": int(results["seed"][i]),
-        **{name: ("" if np.isnan(results[name][i]) else repr(float(results[name][i])))
-           for name in sweep.ETA_NAMES},
-        "final_risk": repr(float(results["final_risk"][i])),
-        "error": repr(float(results["error"][i])), "margin": repr(float(results["margin"][i])),
-        "lag_gap": repr(float(results["lag_gap"][i])), "status": status[i],
-        "diverged_step": int(results["diverged_step"][i]), "engine": results["engine"][i]})
-  path, _ = common.write_table(rows, workdir, "results")
-  os.remove(os.path.join(workdir, "results.md"))
+  """results.csv, one row per configuration; floats in repr (round-trip) form.
+
+  Columns are formatted whole and the rows streamed, so a million rows never sit in
+  memory as Python dicts.
+  """
+  def floats(values, blank_nan=False):
+    return ["" if blank_nan and np.isnan(v) else repr(v) for v in values.tolist()]
+
+  columns = [results["plan"].tolist(), results["d"].tolist(), results["steps"].tolist(),
+             results["n_samples"].tolist(), results["seed"].tolist(),
+             *(floats(results[name], blank_nan=True) for name in sweep.ETA_NAMES),
+             *(floats(results[name]) for name in ("final_risk", "error", "margin", "lag_gap")),
+             np.where(results["diverged"], "diverged", "ok").tolist(),
+             results["diverged_step"].tolist(), results["engine"].tolist()]
+  path = os.path.join(workdir, "results.csv")
+  with open(path, "w", newline="") as f:
+    writer = csv.writer(f)
+    writer.writerow(RESULT_COLUMNS)
+    writer.writerows(zip(*columns))
   return path
 
 
