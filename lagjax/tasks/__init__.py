@@ -1,0 +1,48 @@
+"""The paper's six tasks by name (THEORY.md section 7).
+
+  task = get_task("occurrence", d=50, max_len=400)
+  batch = task.sample(key, 64)            # jitted, batch size static
+  loss = task.loss(outputs, batch)        # outputs: (B,) scores or (B, k) logits
+  report = task.metric(outputs, batch)    # report[task.metric_name] is the headline
+
+Lengths are drawn from each task's law conditioned on n <= max_len (inverse
+CDF, no rejection); see lagjax/tasks/base.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from lagjax.tasks import base, even_pairs, icl_bigram, occurrence, slr
+from lagjax.tasks.base import Batch, Task
+from lagjax.tasks.icl_bigram import bayes_bigram, embed_current_previous
+
+TASKS = {
+    "occurrence": occurrence.occurrence_task,
+    "or": occurrence.or_task,
+    "and": occurrence.and_task,
+    "even_pairs": even_pairs.even_pairs_task,
+    "icl_bigram": icl_bigram.icl_bigram_task,
+    "slr": slr.slr_task,
+}
+
+
+def get_task(name: str, **options) -> Task:
+  """Builds the task registered as `name` from keyword options.
+
+  Raises:
+    ValueError: for an unknown name (listing the known ones), an unknown option
+      (listing the task's options) or an invalid option value (naming it).
+  """
+  if name not in TASKS:
+    raise ValueError(f"unknown task {name!r}; known tasks: {sorted(TASKS)}.")
+  factory = TASKS[name]
+  known = sorted(inspect.signature(factory).parameters)
+  unknown = sorted(set(options) - set(known))
+  if unknown:
+    raise ValueError(f"unknown option(s) {unknown} for task {name!r}; its options: {known}.")
+  return factory(**options)
+
+
+__all__ = ["TASKS", "Batch", "Task", "base", "bayes_bigram", "embed_current_previous",
+           "even_pairs", "get_task", "icl_bigram", "occurrence", "slr"]

@@ -1,0 +1,214 @@
+"""What every task of THEORY.md section 7 provides, and the checks its options share.
+
+A task is built once by a factory from validated options and carries pure
+functions: `sample(key, batch_size) -> Batch`, `loss(outputs, batch) -> scalar`
+and `metric(outputs, batch) -> dict`. `sample` is jitted with `batch_size`
+static, so a task compiles one sampler per batch size.
+
+Lengths. Every sample is padded to a static maximum length `max_len`. Lengths
+are drawn from the task's length law L *conditioned on n <= max_len*, by
+inverse CDF on the table P(n | n <= max_len), n = 1..max_len: no rejection
+loop, no clipping (clipping would pile the tail mass onto n = max_len). The
+mass removed, P(n > max_len), is `Task.truncated_mass`; by default `max_len`
+is the smallest N with P(n > N) <= DEFAULT_TAIL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lagjax import lengths as lengths_lib
+from lagjax.risk import base as risk_base
+
+KINDS = ("classification", "regression", "next_token")
+DEFAULT_TAIL = 1e-3
+
+
+class Batch(NamedTuple):
+  """A padded batch of B sequences of at most L = max_len positions.
+
+  Attributes:
+    inputs: tokens (B, L) int32, or features (B, L, m) float; 0 at padded positions.
+    mask: (B, L) bool, True on the first `lengths` positions.
+    targets: (B,) labels ±1 (classification), (B,) reals (regression) or (B,)
+      int32 next tokens (next_token).
+    lengths: (B,) int32 sequence lengths n, 1 <= n <= L.
+    info: task-specific ground truth the model must not see (e.g. the SLR
+      location J); an empty dict for most tasks.
+  """
+
+  inputs: jax.Array
+  mask: jax.Array
+  targets: jax.Array
+  lengths: jax.Array
+  info: dict
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Task:
+  """A task built once from its options (compared and hashed by identity).
+
+  Attributes:
+    name: the registry name ("occurrence", "or", "and", "even_pairs",
+      "icl_bigram", "slr").
+    kind: one of KINDS.
+    input_kind: "tokens" or "features".
+    input_dim: vocabulary size for token inputs, feature width m for features.
+    n_outputs: 1 for a scalar output f, k logits for next-token tasks.
+    max_len: the static padded length L.
+    length: the length law L before conditioning on n <= max_len.
+    metric_name: the headline entry of metric(...) (what a results table shows).
+    options: the resolved options; get_task(name, **options) rebuilds the task.
+    extras: derived constants (the Language, the SLR directions k*, v*, ...).
+    sample: (key, batch_size) -> Batch; jitted, batch_size static.
+    loss: (outputs, batch) -> scalar mean loss; differentiable in outputs.
+    metric: (outputs, batch) -> dict of scalars.
+  """
+
+  name: str
+  kind: str
+  input_kind: str
+  input_dim: int
+  n_outputs: int
+  max_len: int
+  length: lengths_lib.LengthLaw
+  metric_name: str
+  options: Mapping[str, Any]
+  extras: Mapping[str, Any]
+  sample: Callable[..., Batch]
+  loss: Callable[..., jax.Array]
+  metric: Callable[..., dict]
+
+  @property
+  def truncated_mass(self) -> float:
+    """P(n > max_len) under the unconditioned length law."""
+    return float(self.length.tail(self.max_len))
+
+
+def make_task(**fields) -> Task:
+  """Builds a Task, freezing its option and extra mappings and jitting `sample`."""
+  if fields["kind"] not in KINDS:
+    raise ValueError(f"kind must be one of {KINDS}; got {fields['kind']!r}.")
+  fields["options"] = types.MappingProxyType(dict(fields["options"]))
+  fields["extras"] = types.MappingProxyType(dict(fields.get("extras", {})))
+  fields["sample"] = jax.jit(fields["sample"], static_argnums=1)
+  return Task(**fields)
+
+
+# Option checks: each error names the field.
+
+
+def check_int(name: str, value, minimum: int) -> int:
+  """An integer (not a bool) >= minimum."""
+  if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+    raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}.")
+  return int(value)
+
+
+def check_positive(name: str, value, allow_zero: bool = False) -> float:
+  """A finite real > 0 (or >= 0 with allow_zero)."""
+  try:
+    number = float(value)
+  except (TypeError, ValueError):
+    number = math.nan
+  if isinstance(value, bool) or not math.isfinite(number) or number < 0 or (
+      number == 0 and not allow_zero):
+    bound = ">= 0" if allow_zero else "> 0"
+    raise ValueError(f"{name} must be a finite real {bound}; got {value!r}.")
+  return number
+
+
+def check_choice(name: str, value, choices) -> str:
+  if value not in choices:
+    raise ValueError(f"{name} must be one of {sorted(choices)}; got {value!r}.")
+  return value
+
+
+def check_length(length) -> lengths_lib.LengthLaw:
+  if not isinstance(length, lengths_lib.Geometric | lengths_lib.Fixed
+                    | lengths_lib.ShiftedPoisson):
+    raise ValueError(
+        f"length must be a length law (lj.geometric, lj.fixed, lj.shifted_poisson); "
+        f"got {length!r}.")
+  return length
+
+
+def check_max_len(max_len, length: lengths_lib.LengthLaw) -> int:
+  """max_len as given (an integer >= 1 with P(n <= max_len) > 0), or the default for `length`."""
+  if max_len is None:
+    return lengths_lib.truncation_length(length, DEFAULT_TAIL)
+  max_len = check_int("max_len", max_len, 1)
+  if length.tail(max_len) >= 1.0:
+    raise ValueError(
+        f"max_len = {max_len} leaves no mass under the length law {length}: P(n <= max_len) = 0.")
+  return max_len
+
+
+# Lengths and tokens.
+
+
+def truncated_length_sampler(length: lengths_lib.LengthLaw, max_len: int) -> Callable:
+  """Sampler of n ~ L conditioned on n <= max_len, by inverse CDF (no rejection).
+
+  Returns:
+    sample(key, shape) -> int array of lengths in {1, …, max_len}; jittable.
+  """
+  pmf = np.exp(np.asarray(length.log_pmf(np.arange(1, max_len + 1, dtype=np.float64)),
+                          dtype=np.float64))
+  cdf = np.cumsum(pmf) / pmf.sum()
+  cdf[-1] = 1.0  # u < 1 then never runs past max_len.
+  cdf = jnp.asarray(cdf)
+
+  def sample(key, shape):
+    uniforms = jax.random.uniform(key, shape, dtype=jnp.float64)
+    # n = 1 + #{m : P(n <= m) <= u}; empty lengths (pmf 0) are skipped.
+    return 1 + jnp.searchsorted(cdf, uniforms, side="right").astype(jnp.int32)
+
+  return sample
+
+
+def length_mask(lengths, max_len: int):
+  """(B, max_len) bool, True on the first lengths[b] positions."""
+  return jnp.arange(max_len)[None, :] < lengths[:, None]
+
+
+def iid_tokens(key, pi, shape):
+  """Tokens iid π by inverse CDF (one uniform per token), int32."""
+  cdf = jnp.cumsum(jnp.asarray(pi, dtype=jnp.float64))[:-1]
+  uniforms = jax.random.uniform(key, shape, dtype=jnp.float64)
+  return jnp.searchsorted(cdf, uniforms, side="right").astype(jnp.int32)
+
+
+def check_outputs(outputs, expected_shape, what: str):
+  """Shapes are static under jit, so a mismatch raises at trace time."""
+  if tuple(outputs.shape) != tuple(expected_shape):
+    raise ValueError(f"outputs must have shape {tuple(expected_shape)} ({what}); "
+                     f"got {tuple(outputs.shape)}.")
+
+
+def classification_fns(loss: str) -> tuple[Callable, Callable]:
+  """Loss and metric for scalar outputs f (B,) against labels y = ±1 (THEORY.md section 2).
+
+  loss: the mean of ℓ(f, y) ("squared" ½(f - y)², or "logistic").
+  metric: {"accuracy": mean 1{sign f = y} (sign 0 is an error), "loss": the same mean loss}.
+  """
+  loss_fn = risk_base.get_loss(check_choice("loss", loss, risk_base.LOSSES))
+
+  def mean_loss(outputs, batch: Batch):
+    check_outputs(outputs, batch.targets.shape, "one score f per sequence")
+    return jnp.mean(loss_fn(outputs, batch.targets))
+
+  def metric(outputs, batch: Batch):
+    check_outputs(outputs, batch.targets.shape, "one score f per sequence")
+    errors = risk_base.zero_one_error(outputs, batch.targets)
+    return {"accuracy": 1.0 - jnp.mean(errors), "loss": jnp.mean(loss_fn(outputs, batch.targets))}
+
+  return mean_loss, metric

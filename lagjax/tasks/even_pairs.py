@@ -1,0 +1,58 @@
+"""Even pairs (THEORY.md section 7).
+
+Binary strings w ∈ {0, 1}^n: n ~ L (conditioned on n <= max_len, see
+lagjax/tasks/base.py), tokens iid uniform. y = +1 iff the number of adjacent
+unequal pairs #{i < n : w_i ≠ w_{i+1}} is even; every change of letter flips
+the current letter, so this holds iff w_1 = w_n. A model needs positional
+information (positional embeddings, or first/last markers) to solve it.
+
+Strings of length 1 are always positive, so P(y = +1) = (1 + P(n = 1)) / 2:
+0.525 under the default Geometric(0.05) (mean length 20).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from lagjax import lengths as lengths_lib
+from lagjax.tasks import base
+
+DEFAULT_LENGTH = lengths_lib.Geometric(0.05)
+
+
+def even_pairs_label(tokens, mask):
+  """y = +1 iff the number of adjacent unequal pairs in the unpadded string is even."""
+  changes = (tokens[..., 1:] != tokens[..., :-1]) & mask[..., 1:]
+  return jnp.where(jnp.sum(changes, axis=-1) % 2 == 0, 1.0, -1.0)
+
+
+def even_pairs_task(*, length=None, max_len=None, loss: str = "squared") -> base.Task:
+  """Even pairs over Σ = {0, 1}.
+
+  Args:
+    length: length law; None for Geometric(0.05).
+    max_len: static padded length; None for the smallest N with P(n > N) <= 1e-3.
+    loss: "squared" (½(f - y)²) or "logistic".
+
+  Returns:
+    A classification Task with token inputs (vocabulary 2).
+  """
+  length = DEFAULT_LENGTH if length is None else base.check_length(length)
+  max_len = base.check_max_len(max_len, length)
+  loss_fn, metric = base.classification_fns(loss)
+  sample_lengths = base.truncated_length_sampler(length, max_len)
+
+  def sample(key, batch_size: int) -> base.Batch:
+    length_key, token_key = jax.random.split(key)
+    lengths = sample_lengths(length_key, (batch_size,))
+    mask = base.length_mask(lengths, max_len)
+    tokens = jax.random.bernoulli(token_key, 0.5, (batch_size, max_len)) & mask
+    tokens = tokens.astype(lengths.dtype)
+    return base.Batch(tokens, mask, even_pairs_label(tokens, mask), lengths, {})
+
+  return base.make_task(
+      name="even_pairs", kind="classification", input_kind="tokens", input_dim=2, n_outputs=1,
+      max_len=max_len, length=length, metric_name="accuracy",
+      options={"length": length, "max_len": max_len, "loss": loss},
+      sample=sample, loss=loss_fn, metric=metric)

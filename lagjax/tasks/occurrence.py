@@ -1,0 +1,103 @@
+"""Occurrence, OR and AND tasks (THEORY.md sections 1 and 7).
+
+Strings w over Σ = {0, …, d-1}: n ~ L (conditioned on n <= max_len, see
+lagjax/tasks/base.py), then tokens iid π. Labels come from the lagjax.languages
+label functions:
+  occurrence(a): y = +1 iff a ∈ w;
+  or  (any_of L): y = +1 iff some letter of L occurs;
+  and (all_of L): y = +1 iff every letter of L occurs.
+By default d = 50, π is uniform and L is the balanced geometric law
+(P(y = +1) = 1/2 before truncation; truncation at the default max_len moves
+it by at most DEFAULT_TAIL).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+
+from lagjax import languages
+from lagjax import lengths as lengths_lib
+from lagjax.tasks import base
+
+
+def _language_task(name: str, make_language, d, letters, pi, length, max_len,
+                   loss: str) -> base.Task:
+  d = base.check_int("d", d, 2)
+  field = "letter" if name == "occurrence" else "letters"
+  if isinstance(letters, str | bytes) or not isinstance(letters, Sequence | np.ndarray):
+    raise ValueError(f"letters must be a sequence of letters in {{0, …, d-1}}; got {letters!r}.")
+  letters = tuple(base.check_int(field, a, 0) for a in letters)
+  if any(a >= d for a in letters):
+    raise ValueError(f"{field} must lie in {{0, …, {d - 1}}} (d = {d}); got {letters}.")
+  if length is not None:
+    base.check_length(length)
+  # Letters and π are checked first, under a placeholder law when the default is asked for.
+  placeholder = lengths_lib.Geometric(0.5) if length is None else length
+  lang = make_language(d, letters, pi=pi, length=placeholder)
+  if length is None:
+    try:
+      length = languages.balanced_geometric(lang.kind, d, lang.letters, pi)
+    except ValueError as error:
+      raise ValueError(f"length must be given: the default fails, {error}") from error
+    lang = dataclasses.replace(lang, length=length)
+  max_len = base.check_max_len(max_len, lang.length)
+  loss_fn, metric = base.classification_fns(loss)
+  sample_lengths = base.truncated_length_sampler(lang.length, max_len)
+  pi_array = lang.pi_array
+
+  def sample(key, batch_size: int) -> base.Batch:
+    length_key, token_key = jax.random.split(key)
+    lengths = sample_lengths(length_key, (batch_size,))
+    mask = base.length_mask(lengths, max_len)
+    tokens = base.iid_tokens(token_key, pi_array, (batch_size, max_len)) * mask
+    return base.Batch(tokens, mask, lang.label_tokens(tokens, mask), lengths, {})
+
+  return base.make_task(
+      name=name, kind="classification", input_kind="tokens", input_dim=d, n_outputs=1,
+      max_len=max_len, length=lang.length, metric_name="accuracy",
+      options={"d": d, **_letters_option(name, lang.letters),
+               "pi": None if pi is None else lang.pi, "length": lang.length,
+               "max_len": max_len, "loss": loss},
+      extras={"language": lang}, sample=sample, loss=loss_fn, metric=metric)
+
+
+def _letters_option(name: str, letters: tuple[int, ...]) -> dict:
+  return {"letter": letters[0]} if name == "occurrence" else {"letters": letters}
+
+
+def occurrence_task(*, d: int = 50, letter: int = 0, pi=None, length=None, max_len=None,
+                    loss: str = "squared") -> base.Task:
+  """Occurrence: y = +1 iff `letter` ∈ w.
+
+  Args:
+    d: alphabet size, >= 2.
+    letter: the letter a ∈ {0, …, d-1}.
+    pi: token law π (d probabilities); None for uniform.
+    length: length law; None for the balanced geometric law p = π_a / (1 - π_a).
+    max_len: static padded length; None for the smallest N with P(n > N) <= 1e-3.
+    loss: "squared" (½(f - y)²) or "logistic".
+
+  Returns:
+    A classification Task with token inputs.
+  """
+  return _language_task("occurrence", lambda d, letters, **kw: languages.occurrence(
+      d, letters[0], **kw), d, (letter,), pi, length, max_len, loss)
+
+
+def or_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=None,
+            max_len=None, loss: str = "squared") -> base.Task:
+  """OR: y = +1 iff some letter of `letters` occurs; options as occurrence_task."""
+  return _language_task("or", languages.any_of, d, letters, pi, length, max_len, loss)
+
+
+def and_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=None,
+             max_len=None, loss: str = "squared") -> base.Task:
+  """AND: y = +1 iff every letter of `letters` occurs; options as occurrence_task.
+
+  The balanced geometric p is found by bisection (p ≈ 0.0113 at d = 50, two letters).
+  """
+  return _language_task("and", languages.all_of, d, letters, pi, length, max_len, loss)
