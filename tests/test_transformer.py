@@ -1,0 +1,369 @@
+"""The general single-layer transformer and the SLR model (THEORY.md sections 2 and 7)."""
+
+import math
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import lagjax  # noqa: F401  (float64)
+from lagjax import model, plans
+from lagjax import transformer as tf
+
+
+def random_strings(rng, vocab, batch, n_max, min_len=1):
+  """Padded tokens (batch, n_max), lengths in min_len..n_max, padding holding arbitrary tokens."""
+  lengths = rng.integers(min_len, n_max + 1, size=batch)
+  tokens = rng.integers(0, vocab, size=(batch, n_max))
+  return tokens, np.arange(n_max)[None, :] < lengths[:, None]
+
+
+def random_params(rng, config, scale=1.0):
+  params, fixed = tf.init(jax.random.key(int(rng.integers(1 << 30))), config)
+  return jax.tree.map(lambda p: scale * jnp.asarray(rng.standard_normal(p.shape)), params), fixed
+
+
+# ---------------------------------------------------------------------------
+# Agreement with the direct (α, β) model and with a loop over positions.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("embedding,width", [("one_hot", None), ("one_hot", 9), ("random", 4)])
+@pytest.mark.parametrize("cls", [True, False])
+def test_reduces_to_direct_model(embedding, width, cls):
+  """One head, no positions, CLS query, scalar output: f equals model.forward_tokens(to_direct)."""
+  rng = np.random.default_rng(0)
+  config = tf.TransformerConfig(vocab=6, width=width, embedding=embedding, key_dim=3, cls=cls)
+  params, fixed = random_params(rng, config)
+  tokens, mask = random_strings(rng, 6, batch=64, n_max=12)
+  direct = tf.to_direct(params, fixed, config)
+  assert model.has_cls(direct) == cls
+  expected = jax.jit(model.forward_tokens)(direct, tokens, mask)
+  got = tf.apply(params, fixed, config, tokens, mask)
+  chex.assert_shape(got, (64,))
+  assert np.std(np.asarray(expected)) > 1e-3  # a non-constant function is being compared
+  chex.assert_trees_all_close(got, expected, atol=1e-12, rtol=0)
+
+
+def reference_apply(params, fixed, config, tokens, mask):
+  """The model one string, one position, one head at a time in numpy / math."""
+  p = jax.tree.map(np.asarray, params)
+  table, e_cls = np.asarray(fixed["E"]), np.asarray(fixed["e_cls"])
+  t, m, k = config.token_dim, config.dim, config.head_key_dim
+  outputs = []
+  for row, keep in zip(tokens, mask):
+    real = [i for i in range(len(row)) if keep[i]]
+    stream = {}
+    for i in real:
+      x = np.zeros(m)
+      x[:t] = table[row[i]]
+      if config.previous_token and i - 1 in real:
+        x[t:2 * t] = table[row[i - 1]]
+      if config.positional == "first_last":
+        x[m - 2] += i == real[0]
+        x[m - 1] += i == real[-1]
+      if config.positional == "learned":
+        x += p["pos"][i]
+      if config.positional == "sinusoidal":
+        for j in range(m):
+          angle = i / 10000 ** (2 * (j // 2) / m)
+          x[j] += math.sin(angle) if j % 2 == 0 else math.cos(angle)
+      stream[i] = x
+    x_cls = np.concatenate([e_cls, np.zeros(m - t)])
+    query = x_cls if config.query == "cls" else stream[real[-1]]
+    keys = [stream[i] for i in real] + ([x_cls] if config.cls else [])
+    total = np.zeros(m)
+    for h in range(config.heads):
+      q = query @ p["W_Q"][h]
+      scores = [float(q @ (x @ p["W_K"][h])) / math.sqrt(k) for x in keys]
+      top = max(scores)
+      e = [math.exp(s - top) for s in scores]
+      head = sum(w / sum(e) * (x @ p["W_V"][h]) for w, x in zip(e, keys))
+      total += head @ p["W_O"][h]
+    outputs.append(total @ p["readout"])
+  return np.array(outputs)
+
+
+REFERENCE_CONFIGS = {
+    "two_heads_learned": dict(vocab=3, heads=2, key_dim=2, positional="learned", max_len=5),
+    "learned_logits_no_cls": dict(vocab=3, heads=2, positional="learned", max_len=6, outputs=3,
+                                  cls=False),
+    "random_last_previous": dict(vocab=4, width=3, embedding="random", heads=2, key_dim=2,
+                                 query="last", previous_token=True, outputs=2),
+    "sinusoidal": dict(vocab=3, heads=2, positional="sinusoidal"),
+    "first_last": dict(vocab=2, heads=3, key_dim=2, positional="first_last"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_CONFIGS))
+def test_matches_loop_over_positions(name):
+  """apply (vectorized, stabilized) equals a plain loop over strings, heads and positions."""
+  rng = np.random.default_rng(1)
+  config = tf.TransformerConfig(**REFERENCE_CONFIGS[name])
+  params, fixed = random_params(rng, config, scale=0.7)
+  tokens, mask = random_strings(rng, config.vocab, batch=6, n_max=5)
+  got = tf.apply(params, fixed, config, tokens, mask)
+  chex.assert_shape(got, (6,) if config.outputs == 1 else (6, config.outputs))
+  chex.assert_trees_all_close(got, reference_apply(params, fixed, config, tokens, mask),
+                              atol=1e-12, rtol=1e-12)
+
+
+def test_jit_and_leading_axes_agree_with_plain():
+  """jit (config static) and an extra leading axis give the same outputs as a plain call."""
+  rng = np.random.default_rng(2)
+  config = tf.TransformerConfig(vocab=4, heads=2, positional="learned", max_len=7, outputs=2)
+  params, fixed = random_params(rng, config)
+  tokens, mask = random_strings(rng, 4, batch=6, n_max=7)
+  plain = tf.apply(params, fixed, config, tokens, mask)
+  jitted = jax.jit(tf.apply, static_argnums=2)(params, fixed, config, tokens, mask)
+  stacked = tf.apply(params, fixed, config, tokens.reshape(2, 3, 7), mask.reshape(2, 3, 7))
+  chex.assert_trees_all_close(jitted, plain, atol=1e-13)
+  chex.assert_trees_all_close(stacked.reshape(6, 2), plain, atol=1e-13)
+
+
+def test_continuous_inputs_match_token_lookup():
+  """Feeding the embeddings E[w] as continuous inputs gives the token model's outputs."""
+  rng = np.random.default_rng(3)
+  config = tf.TransformerConfig(vocab=5, width=4, embedding="random", heads=2,
+                                positional="first_last", previous_token=True)
+  params, fixed = random_params(rng, config)
+  tokens, mask = random_strings(rng, 5, batch=8, n_max=6)
+  chex.assert_trees_all_close(tf.apply(params, fixed, config, fixed["E"][tokens], mask),
+                              tf.apply(params, fixed, config, tokens, mask), atol=1e-13)
+
+
+def test_init_shapes_and_fixed_embeddings():
+  config = tf.TransformerConfig(vocab=5, heads=3, key_dim=2, outputs=4, positional="learned",
+                                max_len=8)
+  params, fixed = tf.init(jax.random.key(0), config)
+  m = 6  # five tokens + CLS
+  assert config.dim == m
+  chex.assert_shape([params["W_Q"], params["W_K"]], (3, m, 2))
+  chex.assert_shape([params["W_V"], params["W_O"]], (3, m, m))
+  chex.assert_shape(params["readout"], (m, 4))
+  chex.assert_shape(params["pos"], (8, m))
+  chex.assert_trees_all_equal(fixed["E"], jnp.eye(5, 6))
+  chex.assert_trees_all_equal(fixed["e_cls"], jnp.eye(6)[5])
+  random = tf.TransformerConfig(vocab=50, width=400, embedding="random")
+  _, fixed = tf.init(jax.random.key(1), random)
+  # N(0, 1/m) entries: squared row norms average about 1.
+  assert abs(float((fixed["E"] ** 2).sum(1).mean()) - 1.0) < 0.05
+
+
+def test_parameter_groups_follow_plans_attention_keys():
+  """W_Q, W_K (SLR: κ) are the attention group; everything else, positions included, is output;
+  an attention-only plan step moves exactly the attention group."""
+  config = tf.TransformerConfig(vocab=3, positional="learned", max_len=4)
+  params, fixed = tf.init(jax.random.key(0), config)
+  attention = {k for k in params if k in plans.ATTENTION_KEYS}
+  assert attention == {"W_Q", "W_K"}
+  slr = tf.slr_init(jax.random.key(1), 3)
+  assert {k for k in slr if k in plans.ATTENTION_KEYS} == {"W_K"}
+  tokens, mask = np.array([[0, 1, 2, 1]]), np.array([[True] * 4])
+  grads = jax.grad(lambda p: tf.apply(p, fixed, config, tokens, mask).sum())(params)
+  tx = plans.attention_only(0.5, 1).transformation()
+  updates, _ = tx.update(grads, tx.init(params), params)
+  new = optax.apply_updates(params, updates)
+  for name in params:
+    moved = not np.allclose(new[name], params[name])
+    assert moved == (name in attention), name
+
+
+# ---------------------------------------------------------------------------
+# SLR.
+# ---------------------------------------------------------------------------
+
+
+def test_slr_hand_computed():
+  """κ = (1, 0), ν = (0, 2); X_1 = (0, 1), X_2 = (log 3, 1/2), X_3 masked with a huge score:
+  weights 1/4, 3/4 on values 2, 1, so f = 1/2 + 3/4 = 5/4."""
+  params = {"W_K": jnp.array([1.0, 0.0]), "readout": jnp.array([0.0, 2.0])}
+  inputs = jnp.array([[[0.0, 1.0], [math.log(3.0), 0.5], [1e6, 7.0]]])
+  mask = jnp.array([[True, True, False]])
+  chex.assert_trees_all_close(tf.slr_apply(params, inputs, mask), jnp.array([1.25]), atol=1e-14)
+  # Unmasked, the third position takes all the weight: f = ⟨X_3, ν⟩ = 14.
+  chex.assert_trees_all_close(tf.slr_apply(params, inputs), jnp.array([14.0]), atol=1e-12)
+
+
+def test_slr_init_and_zero_init():
+  params = tf.slr_init(jax.random.key(0), 7)
+  chex.assert_shape([params["W_K"], params["readout"]], (7,))
+  zero = tf.slr_init(jax.random.key(0), 7, scale=0.0)
+  inputs = np.random.default_rng(7).standard_normal((3, 5, 7))
+  chex.assert_trees_all_equal(tf.slr_apply(zero, inputs), jnp.zeros(3))
+  # At zero the output group still has a gradient (zero is not a saddle).
+  grad = jax.grad(lambda p: tf.slr_apply(p, inputs).sum())(zero)
+  assert float(jnp.abs(grad["readout"]).sum()) > 0
+
+
+# ---------------------------------------------------------------------------
+# Numerics.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [True, False])
+def test_stable_for_huge_weights_and_empty_rows(cls):
+  """Scores of order 1e80 and rows with no real token: finite outputs and gradients."""
+  rng = np.random.default_rng(4)
+  config = tf.TransformerConfig(vocab=4, heads=2, cls=cls, positional="first_last")
+  params, fixed = random_params(rng, config, scale=1e40)
+  tokens, mask = random_strings(rng, 4, batch=5, n_max=6)
+  mask[0] = False  # an all-masked row
+  loss = lambda p: (tf.apply(p, fixed, config, tokens, mask) * 1e-120).sum()
+  out = tf.apply(params, fixed, config, tokens, mask)
+  chex.assert_tree_all_finite((out, jax.grad(loss)(params)))
+  assert (float(out[0]) == 0.0) == (not cls)  # only CLS is left to attend to
+
+
+def test_empty_rows_give_zero():
+  """No real token and no attended CLS: the output is 0, whichever query (SLR too)."""
+  for query in ("cls", "last"):
+    config = tf.TransformerConfig(vocab=3, cls=False, query=query)
+    params, fixed = tf.init(jax.random.key(0), config)
+    chex.assert_trees_all_equal(
+        tf.apply(params, fixed, config, np.zeros((2, 3), int), np.zeros((2, 3), bool)),
+        jnp.zeros(2))
+  slr = {"W_K": jnp.array([1e150, -1e150]), "readout": jnp.array([1.0, 2.0])}
+  inputs = jnp.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [2.0, 2.0]]])
+  out = tf.slr_apply(slr, inputs, jnp.array([[True, True], [False, False]]))
+  chex.assert_trees_all_close(out, jnp.array([1.0, 0.0]))
+
+
+# ---------------------------------------------------------------------------
+# Positional information.
+# ---------------------------------------------------------------------------
+
+
+def test_first_last_markers_flag_first_and_last_real_tokens():
+  config = tf.TransformerConfig(vocab=2, positional="first_last")
+  params, fixed = tf.init(jax.random.key(0), config)
+  tokens = np.array([[0, 1, 1, 0, 1], [1, 0, 0, 0, 0], [0, 0, 1, 1, 0]])
+  mask = np.array([[1, 1, 1, 1, 0], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]], bool)
+  x, x_cls = tf.embed(params, fixed, config, tokens, mask)
+  chex.assert_shape(x, (3, 5, 5))
+  np.testing.assert_array_equal(x[..., 3], [[1, 0, 0, 0, 0], [1, 0, 0, 0, 0], [0] * 5])
+  np.testing.assert_array_equal(x[..., 4], [[0, 0, 0, 1, 0], [1, 0, 0, 0, 0], [0] * 5])
+  # Token content: one-hot over [a, b, CLS], nothing at the padded position.
+  np.testing.assert_array_equal(x[0, :, :3], [[1, 0, 0], [0, 1, 0], [0, 1, 0], [1, 0, 0], [0] * 3])
+  np.testing.assert_array_equal(x_cls, [0, 0, 1, 0, 0])
+
+
+def even_pairs_weights(t=2.0, bias_score=0.0, big=40.0):
+  """Two heads on [a, b, CLS, first, last] that decide first = last for lengths >= 2.
+
+  Head 1 (head 2) scores a (b) at t, the markers at `big` and CLS at big + bias_score;
+  it averages the marker dims, with value v_c on CLS. Its output is 1 + (v_c - 1) C/(N + C),
+  N = e^{t·#a among first, last} summed over the two, C = e^{bias_score}: concave in #a, so
+  the two heads' sum is larger when first ≠ last; v_c puts the threshold at zero.
+  """
+  c = math.exp(bias_score)
+  share = lambda n: c / (n + c)
+  ends = share(2.0) + share(2.0 * math.exp(t))
+  middle = 2.0 * share(1.0 + math.exp(t))
+  v_c = 1.0 - 4.0 / (ends + middle)
+  m = 5
+  w_q = np.zeros((2, m, 1))
+  w_q[:, 2, 0] = 1.0
+  w_k = np.zeros((2, m, 1))
+  w_k[0, :, 0] = [t, 0.0, big + bias_score, big, big]
+  w_k[1, :, 0] = [0.0, t, big + bias_score, big, big]
+  w_v = np.zeros((2, m, m))
+  w_v[:, :, 0] = [0.0, 0.0, v_c, 1.0, 1.0]
+  w_o = np.zeros((2, m, m))
+  w_o[:, 0, 0] = 1.0
+  readout = -np.eye(m)[0]
+  return {"W_Q": w_q, "W_K": w_k, "W_V": w_v, "W_O": w_o, "readout": readout}
+
+
+def test_first_last_markers_make_first_equals_last_detectable():
+  """With first/last markers, two heads compute sign f = +1 iff first = last (even pairs)."""
+  rng = np.random.default_rng(5)
+  config = tf.TransformerConfig(vocab=2, heads=2, key_dim=1, positional="first_last")
+  _, fixed = tf.init(jax.random.key(0), config)
+  params = jax.tree.map(jnp.asarray, even_pairs_weights())
+  tokens, mask = random_strings(rng, 2, batch=400, n_max=12, min_len=2)
+  lengths = mask.sum(1)
+  label = np.where(tokens[:, 0] == tokens[np.arange(400), lengths - 1], 1, -1)
+  unequal_pairs = [np.sum(row[1:n] != row[:n - 1]) for row, n in zip(tokens, lengths)]
+  np.testing.assert_array_equal(label == 1, np.array(unequal_pairs) % 2 == 0)  # even pairs
+  assert 0.3 < np.mean(label == 1) < 0.7
+  out = np.asarray(tf.apply(params, fixed, config, tokens, mask))
+  np.testing.assert_array_equal(np.sign(out), label)
+  assert np.min(np.abs(out)) > 0.1
+
+
+def test_without_positions_the_model_sees_only_counts():
+  """No positional information: permuting a string leaves f unchanged (so even pairs is
+  out of reach); learned positions break that symmetry."""
+  rng = np.random.default_rng(6)
+  tokens = np.array([[0, 0, 1, 2], [2, 0, 1, 0]])
+  mask = np.ones((2, 4), bool)
+  plain = tf.TransformerConfig(vocab=3, heads=2)
+  params, fixed = random_params(rng, plain)
+  out = tf.apply(params, fixed, plain, tokens, mask)
+  assert abs(float(out[0] - out[1])) < 1e-13
+  learned = tf.TransformerConfig(vocab=3, heads=2, positional="learned", max_len=4)
+  params, fixed = random_params(rng, learned)
+  out = tf.apply(params, fixed, learned, tokens, mask)
+  assert abs(float(out[0] - out[1])) > 1e-3
+
+
+# ---------------------------------------------------------------------------
+# Bad input.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fields,match", [
+    (dict(vocab=0), "vocab"),
+    (dict(vocab=3.5), "vocab"),
+    (dict(vocab=3, embedding="learned"), r"embedding must be one of \('one_hot', 'random'\)"),
+    (dict(vocab=3, positional="rotary"),
+     r"positional must be one of \('none', 'learned', 'sinusoidal', 'first_last'\)"),
+    (dict(vocab=3, query="first"), r"query must be one of \('cls', 'last'\)"),
+    (dict(vocab=3, embedding="random"), "width"),
+    (dict(vocab=3, width=3), "width"),
+    (dict(vocab=3, heads=0), "heads"),
+    (dict(vocab=3, heads=True), "heads"),
+    (dict(vocab=3, key_dim=0), "key_dim"),
+    (dict(vocab=3, outputs=0), "outputs"),
+    (dict(vocab=3, positional="learned"), "max_len"),
+    (dict(vocab=3, cls="yes"), "cls"),
+    (dict(vocab=3, previous_token=1), "previous_token"),
+])
+def test_config_validation(fields, match):
+  with pytest.raises(ValueError, match=match):
+    tf.TransformerConfig(**fields)
+
+
+def test_bad_calls():
+  config = tf.TransformerConfig(vocab=3, positional="learned", max_len=4)
+  params, fixed = tf.init(jax.random.key(0), config)
+  tokens, mask = np.zeros((2, 4), int), np.ones((2, 4), bool)
+  with pytest.raises(ValueError, match="scale"):
+    tf.init(jax.random.key(0), config, scale=0.0)
+  with pytest.raises(ValueError, match="max_len"):
+    tf.apply(params, fixed, config, np.zeros((2, 5), int), np.ones((2, 5), bool))
+  with pytest.raises(ValueError, match="mask"):
+    tf.apply(params, fixed, config, tokens, mask[:, :3])
+  with pytest.raises(ValueError, match=r"tokens must lie in 0\.\.2"):
+    tf.apply(params, fixed, config, tokens + 3, mask)
+  with pytest.raises(ValueError, match="continuous inputs"):
+    tf.apply(params, fixed, config, np.zeros((2, 4, 7)), mask)
+  with pytest.raises(ValueError, match="keys"):
+    tf.apply({k: v for k, v in params.items() if k != "pos"}, fixed, config, tokens, mask)
+  with pytest.raises(ValueError, match="W_V"):
+    tf.apply({**params, "W_V": params["W_V"][0]}, fixed, config, tokens, mask)
+  with pytest.raises(ValueError, match="positional = 'none'"):
+    tf.to_direct(params, fixed, config)
+  two_heads = tf.TransformerConfig(vocab=3, heads=2)
+  with pytest.raises(ValueError, match="heads = 1"):
+    tf.to_direct(*tf.init(jax.random.key(0), two_heads), two_heads)
+  with pytest.raises(ValueError, match="config must be"):
+    tf.init(jax.random.key(0), {"vocab": 3})
+  with pytest.raises(ValueError, match="SLR width m"):
+    tf.slr_init(jax.random.key(0), 0)
+  with pytest.raises(ValueError, match="SLR inputs"):
+    tf.slr_apply(tf.slr_init(jax.random.key(0), 3), np.zeros((2, 4, 2)))
