@@ -102,3 +102,20 @@ def test_locked_config_rejects_misspelled_field(outputs):
   code, text, _ = outputs["misspelled"]
   assert code != 0
   assert "dd" in text
+
+
+def test_table1_quick_smoke(tmp_path):
+  """The Table 1 binary runs end to end on a subset of tasks and plans (quick config)."""
+  workdir = tmp_path / "table1"
+  result = subprocess.run(
+      [sys.executable, "-m", "experiments.table1", "--config",
+       str(REPO / "experiments/configs/table1.py"), "--config.quick=True",
+       "--config.tasks=('occurrence', 'icl_bigram', 'slr')",
+       "--config.plans=('joint', 'three_phase')", "--workdir", str(workdir)],
+      cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  for name in ("table1.md", "table1.csv", "lag_curves.png"):
+    assert (workdir / name).exists(), name
+  rows = (workdir / "table1.csv").read_text().splitlines()
+  assert len(rows) == 1 + 3 * 2
+  assert "kl_to_bayes" in result.stdout and "accuracy" in result.stdout
