@@ -9,7 +9,18 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from lagjax import closed_form, languages, lengths, metrics, model, partition, plans, risk  # noqa: E402
+from lagjax import (  # noqa: E402
+    closed_form,
+    languages,
+    lengths,
+    metrics,
+    model,
+    partition,
+    plans,
+    risk,
+    tasks,
+    transformer,
+)
 from lagjax.languages import Language, all_of, any_of, occurrence  # noqa: E402
 from lagjax.lengths import fixed, geometric, shifted_poisson  # noqa: E402
 from lagjax.model import forward_counts, forward_tokens, init_params  # noqa: E402
@@ -26,5 +37,5 @@ __all__ = [
     "Language", "RiskResult", "Run", "all_of", "any_of", "closed_form", "error_rate", "fixed",
     "forward_counts", "forward_tokens", "geometric", "init_params", "languages", "lengths",
     "metrics", "model", "occurrence", "partition", "plans", "population_risk", "risk", "risk_fn",
-    "sampled_risk", "shifted_poisson", "train", "train_kqv",
+    "sampled_risk", "shifted_poisson", "tasks", "train", "train_kqv", "transformer",
 ]
