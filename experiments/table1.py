@@ -124,9 +124,10 @@ def main(argv):
                        test_key, num_seeds=config.num_seeds, batch_size=config.batch_size,
                        record_every=config.record_every, test_size=config.test_size)
       final, ok, _ = final_scores(run, LOWER_IS_BETTER[task.metric_name])
+      # Seeds that diverged are excluded and counted; with none left the cell is empty.
       row = {"task": name, "plan": plan_name, "metric": task.metric_name, "eta": eta,
-             "mean": float(final[ok].mean()) if ok.any() else float("nan"),
-             "std": float(final[ok].std()) if ok.any() else float("nan"),
+             "mean": float(final[ok].mean()) if ok.any() else "",
+             "std": float(final[ok].std()) if ok.any() else "",
              "seeds": int(ok.sum()), "diverged": int((~ok).sum()),
              "lag_gap": "", "half_time_alpha": "", "half_time_beta": ""}
       if plan_name == "joint":
@@ -136,9 +137,9 @@ def main(argv):
                    half_time_alpha=float(np.mean(lag.half_time_alpha)),
                    half_time_beta=float(np.mean(lag.half_time_beta)))
       rows.append(row)
-      print(f"{name:11s} {plan_name:16s} η = {eta:<6g} {task.metric_name} "
-            f"{row['mean']:.4g} ± {row['std']:.2g} ({row['diverged']} diverged) "
-            f"[{time.time() - start:.1f}s]", flush=True)
+      summary = (f"{row['mean']:.4g} ± {row['std']:.2g}" if ok.any() else "all seeds diverged")
+      print(f"{name:11s} {plan_name:16s} η = {eta:<6g} {task.metric_name} {summary} "
+            f"({row['diverged']} diverged) [{time.time() - start:.1f}s]", flush=True)
   os.makedirs(_WORKDIR.value, exist_ok=True)
   common.write_table(rows, _WORKDIR.value, "table1")
   plot_lag_curves(joint_runs, os.path.join(_WORKDIR.value, "lag_curves.png"))
