@@ -197,7 +197,10 @@ def use_every_core() -> None:
 
 def main(argv):
   del argv
-  use_every_core()
+  if not _COORDINATOR.value:
+    # Multi-process CPU runs keep one device per process: with several forced host
+    # devices per process a two-process run was seen to hang once at backend start-up.
+    use_every_core()
   common.quiet_jax_logs()
   config = _CONFIG.value
   if _COORDINATOR.value:

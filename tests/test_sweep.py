@@ -138,16 +138,33 @@ def test_four_devices_and_two_processes_match_one(tmp_path):
   compare_numeric(read_csv(os.path.join(four, "results.csv")), expected)
 
   hosts = str(tmp_path / "hosts")
-  port = 20000 + os.getpid() % 20000
-  worker, leader = (run_binary(hosts, *grid, process_args=(
-      f"--coordinator=127.0.0.1:{port}", "--num_processes=2", f"--process_id={i}"))
-      for i in (1, 0))
-  leader_output = leader.communicate(timeout=300)[0]
-  if leader.returncode != 0:
-    worker.kill()  # it would wait for the failed coordinator until JAX's shutdown timeout
-  worker_output = worker.communicate(timeout=300)[0]
-  assert leader.returncode == 0 and worker.returncode == 0, (leader_output, worker_output)
+  assert run_two_processes(hosts, grid), "two-process sweep did not finish"
   compare_numeric(read_csv(os.path.join(hosts, "results.csv")), expected)
+
+
+def run_two_processes(workdir, grid, attempts=2):
+  """Runs the sweep as 2 processes on loopback; True when both exit 0.
+
+  A second attempt (fresh port and workdir contents) is allowed because JAX's CPU
+  multi-process start-up was seen to hang once in a few dozen runs (BUILD_NOTES.md).
+  """
+  for attempt in range(attempts):
+    port = 20000 + (os.getpid() * 7 + attempt * 101) % 20000
+    worker, leader = (run_binary(workdir, *grid, process_args=(
+        f"--coordinator=127.0.0.1:{port}", "--num_processes=2", f"--process_id={i}"))
+        for i in (1, 0))
+    try:
+      leader.communicate(timeout=150)
+      worker.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+      leader.kill()
+      worker.kill()
+      leader.communicate()
+      worker.communicate()
+      continue
+    if leader.returncode == 0 and worker.returncode == 0:
+      return True
+  return False
 
 
 def compare_numeric(rows, expected):
