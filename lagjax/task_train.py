@@ -21,6 +21,7 @@ import numpy as np
 import optax
 
 from lagjax import metrics, plans
+from lagjax.train import guard_divergence
 
 MAX_LOSS = 1e8
 
@@ -83,11 +84,7 @@ def make_task_runner(task, init: Callable, apply: Callable, plan: plans.Plan, *,
         value, grads = jax.value_and_grad(loss_fn)(params, batch)
         updates, new_state = tx.update(grads, state, params)
         new_params = optax.apply_updates(params, updates)
-        finite = jnp.isfinite(value) & (value <= max_loss) & jnp.all(jnp.array(
-            [jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(new_params)]))
-        keep = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old),
-                                      (new_params, new_state), (params, state))
-        return (*keep, ~finite, jnp.where(finite, -1, t))
+        return guard_divergence(value, max_loss, (new_params, new_state), (params, state), t)
 
       active = (t < total_steps) & ~diverged
       return jax.lax.cond(active, do_step, lambda _: carry, None), None

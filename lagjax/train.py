@@ -73,6 +73,16 @@ class Run:
     return metrics.lag_metrics(self.alpha, self.beta, self.steps)
 
 
+def guard_divergence(value, max_value, proposed, current, t):
+  """(params, state, diverged, diverged_step) after a step: the proposed (params, state)
+  if the objective is finite and <= max_value and the new params are finite, else the
+  current ones, with the run marked diverged at step t."""
+  finite = jnp.isfinite(value) & (value <= max_value) & jnp.all(jnp.array(
+      [jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(proposed[0])]))
+  keep = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old), proposed, current)
+  return (*keep, ~finite, jnp.where(finite, -1, t))
+
+
 def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
   """The group partition to simulate on (see module docstring)."""
   if tied not in (True, False, "auto"):
@@ -174,11 +184,7 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
                                       jax.random.fold_in(key, t))
         updates, new_state = tx.update(per_token(grads), opt_state, params)
         new_params = optax.apply_updates(params, updates)
-        finite = jnp.isfinite(value) & (value <= max_risk) & jnp.all(jnp.array(
-            [jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(new_params)]))
-        keep = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old),
-                                      (new_params, new_state), (params, opt_state))
-        return (*keep, ~finite, jnp.where(finite, -1, t))
+        return guard_divergence(value, max_risk, (new_params, new_state), (params, opt_state), t)
 
       active = (t < total_steps) & ~diverged
       new = jax.lax.cond(active, do_step, lambda _: carry, None)
