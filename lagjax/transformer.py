@@ -77,8 +77,8 @@ def _sinusoidal_positions(params, config, mask):
   return jnp.where(index % 2 == 0, jnp.sin(angle), jnp.cos(angle))
 
 
-def _first_last_markers(params, config, mask):
-  """One-hots in the last two stream dims at the first and the last real token."""
+def _first_last_flags(mask):
+  """(..., L, 2) floats: 1 at the first and at the last real token (all 0 in an empty row)."""
   length = mask.shape[-1]
   first = jnp.argmax(mask, axis=-1)
   last = length - 1 - jnp.argmax(mask[..., ::-1], axis=-1)
@@ -86,8 +86,13 @@ def _first_last_markers(params, config, mask):
   positions = jnp.arange(length)
   is_first = (positions == first[..., None]) & anything
   is_last = (positions == last[..., None]) & anything
+  return jnp.stack([is_first, is_last], axis=-1).astype(jnp.float64)
+
+
+def _first_last_markers(params, config, mask):
+  """One-hots in the last two stream dims at the first and the last real token."""
   zeros = jnp.zeros(mask.shape + (config.dim - 2,))
-  return jnp.concatenate([zeros, is_first[..., None], is_last[..., None]], axis=-1)
+  return jnp.concatenate([zeros, _first_last_flags(mask)], axis=-1)
 
 
 POSITIONAL: dict[str, Callable] = {
@@ -328,11 +333,98 @@ def apply(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=N
 
 @functools.partial(jax.jit, static_argnums=2)
 def _apply(params, fixed, config, tokens, present):
+  if jnp.issubdtype(tokens.dtype, jnp.integer):
+    return _apply_tokens(params, fixed, config, tokens, present)
+  return _apply_stream(params, fixed, config, tokens, present)
+
+
+def _last_index(present):
+  """Index of the last real position of each row (0 for an empty row)."""
+  return present.shape[-1] - 1 - jnp.argmax(present[..., ::-1], axis=-1)
+
+
+def _apply_tokens(params, fixed, config, tokens, present):
+  """`_apply_stream` for integer tokens, without forming the (..., L, m) stream.
+
+  The stream is a sum of parts: E[w_l], E[w_{l-1}] (previous_token), the two
+  first/last flags, and a dense position term p_l shared by all rows. A score
+  x_l · u_h is then a lookup in the per-type table E u_h plus the flag and
+  position terms, and a head's value Σ_l a_hl x_l W_V[h] W_O[h] readout is a
+  lookup in E M_h, M_h = W_V[h] W_O[h] readout: the direct model's α and β of
+  section 2, per head. Memory per row is O(L H outputs) instead of O(L m); the
+  floating-point result equals the stream form to rounding.
+  """
+  t = config.token_dim
+  table = fixed["E"]
+  x_cls = jnp.zeros(config.dim).at[:t].set(fixed["e_cls"])
+  readout = params["readout"].reshape(config.dim, config.outputs)
+  value_maps = jnp.einsum("hmv,hvn,no->hmo", params["W_V"], params["W_O"], readout)
+  # Parts of the stream: (tokens, has-token mask, slice of the stream they fill).
+  parts = [(tokens, present, slice(0, t))]
+  if config.previous_token:
+    shifted = lambda a, fill: jnp.concatenate(
+        [jnp.full_like(a[..., :1], fill), a[..., :-1]], axis=-1)
+    parts.append((shifted(tokens, 0), shifted(present, False), slice(t, 2 * t)))
+  flags = _first_last_flags(present) if config.positional == "first_last" else None
+  dense = (POSITIONAL[config.positional](params, config, present)
+           if config.positional in ("learned", "sinusoidal") else None)  # (L, m)
+  last = _last_index(present)
+
+  if config.query == "cls":
+    query = jnp.broadcast_to(x_cls, tokens.shape[:-1] + (config.dim,))
+  else:
+    pieces = [jnp.where(jnp.take_along_axis(has, last[..., None], -1),
+                        table[jnp.take_along_axis(w, last[..., None], -1)[..., 0]], 0.0)
+              for w, has, _ in parts]
+    pieces.append(jnp.zeros(tokens.shape[:-1] + (config.dim - t * len(parts),)))
+    query = jnp.concatenate(pieces, axis=-1)
+    if flags is not None:
+      at_last = jnp.take_along_axis(flags, last[..., None, None], -2)[..., 0, :]
+      query = query.at[..., -2:].add(at_last)
+    if dense is not None:
+      query = query + dense[last]
+    query = jnp.where(present.any(-1, keepdims=True), query, 0.0)
+  directions = jnp.einsum("...m,hmk,hnk->...hn", query, params["W_Q"], params["W_K"])
+  directions = directions / math.sqrt(config.head_key_dim)
+
+  def lookup(rows, w):
+    """rows (..., H, V, c) at tokens w (..., L) -> (..., H, L, c)."""
+    rows = jnp.broadcast_to(rows, w.shape[:-1] + rows.shape[-3:])
+    index = jnp.broadcast_to(w[..., None, :, None], w.shape[:-1] + (rows.shape[-3],) +
+                             w.shape[-1:] + (1,))
+    return jnp.take_along_axis(rows, index, axis=-2)
+
+  scores = 0.0
+  head_values = 0.0  # (..., H, L, outputs)
+  for w, has, part in parts:
+    score_table = jnp.einsum("vt,...ht->...hv", table, directions[..., part])[..., None]
+    scores = scores + lookup(score_table, w)[..., 0] * has[..., None, :]
+    value_table = jnp.einsum("vt,hto->hvo", table, value_maps[:, part])
+    head_values = head_values + lookup(value_table, w) * has[..., None, :, None]
+  if flags is not None:
+    scores = scores + jnp.einsum("...lf,...hf->...hl", flags, directions[..., -2:])
+    head_values = head_values + jnp.einsum("...lf,hfo->...hlo", flags, value_maps[:, -2:])
+  if dense is not None:
+    scores = scores + jnp.einsum("lm,...hm->...hl", dense, directions)
+    head_values = head_values + jnp.einsum("lm,hmo->hlo", dense, value_maps)
+  present_hl = jnp.broadcast_to(present[..., None, :], scores.shape)
+  if config.cls:
+    scores = jnp.concatenate([scores, (directions @ x_cls)[..., None]], axis=-1)
+    present_hl = jnp.concatenate([present_hl, jnp.ones(present_hl.shape[:-1] + (1,), bool)], -1)
+  weights = _masked_softmax(scores, present_hl)
+  out = jnp.einsum("...hl,...hlo->...o", weights[..., : tokens.shape[-1]], head_values)
+  if config.cls:
+    out = out + jnp.einsum("...h,hmo,m->...o", weights[..., -1], value_maps, x_cls)
+  return out[..., 0] if config.outputs == 1 else out
+
+
+def _apply_stream(params, fixed, config, tokens, present):
+  """The model on the explicit stream x (..., L, m): continuous inputs, any options."""
   x, x_cls = _embed(params, fixed, config, tokens, present)
   if config.query == "cls":
     query = jnp.broadcast_to(x_cls, x.shape[:-2] + x_cls.shape)
   else:
-    last = x.shape[-2] - 1 - jnp.argmax(present[..., ::-1], axis=-1)
+    last = _last_index(present)
     query = jnp.take_along_axis(x, last[..., None, None], axis=-2)[..., 0, :]
     query = jnp.where(present.any(-1, keepdims=True), query, 0.0)
   # s_hl = x_l · u_h with u_h = W_K[h] (q W_Q[h]) / √k, so no (..., H, L, k) keys are formed.

@@ -124,15 +124,34 @@ def test_jit_and_leading_axes_agree_with_plain():
   chex.assert_trees_all_close(stacked.reshape(6, 2), plain, atol=1e-13)
 
 
-def test_continuous_inputs_match_token_lookup():
-  """Feeding the embeddings E[w] as continuous inputs gives the token model's outputs."""
+TOKEN_PATH_CONFIGS = dict(
+    REFERENCE_CONFIGS,
+    random_first_last_previous=dict(vocab=5, width=4, embedding="random", heads=2,
+                                    positional="first_last", previous_token=True),
+    last_query_first_last_logits=dict(vocab=3, heads=2, query="last", positional="first_last",
+                                      outputs=3),
+    last_query_learned=dict(vocab=4, heads=1, query="last", positional="learned", max_len=6,
+                            cls=False))
+
+
+@pytest.mark.parametrize("name", sorted(TOKEN_PATH_CONFIGS))
+def test_token_lookup_path_matches_the_stream_path(name):
+  """Integer tokens take the table-lookup path, continuous E[w] the explicit stream: same
+  outputs and parameter gradients to rounding (both are sums of the same O(1) terms)."""
   rng = np.random.default_rng(3)
-  config = tf.TransformerConfig(vocab=5, width=4, embedding="random", heads=2,
-                                positional="first_last", previous_token=True)
-  params, fixed = random_params(rng, config)
-  tokens, mask = random_strings(rng, 5, batch=8, n_max=6)
-  chex.assert_trees_all_close(tf.apply(params, fixed, config, fixed["E"][tokens], mask),
-                              tf.apply(params, fixed, config, tokens, mask), atol=1e-13)
+  config = tf.TransformerConfig(**TOKEN_PATH_CONFIGS[name])
+  params, fixed = random_params(rng, config, scale=0.7)
+  tokens, mask = random_strings(rng, config.vocab, batch=8, n_max=config.max_len or 6)
+  mask[0] = False  # an empty row as well
+  embedded = fixed["E"][tokens]
+  chex.assert_trees_all_close(tf.apply(params, fixed, config, embedded, mask),
+                              tf.apply(params, fixed, config, tokens, mask), atol=1e-12)
+
+  def loss(p, inputs):
+    return jnp.sum(jnp.sin(tf.apply(p, fixed, config, inputs, mask)))
+
+  chex.assert_trees_all_close(jax.grad(loss)(params, embedded), jax.grad(loss)(params, tokens),
+                              atol=1e-11)
 
 
 def test_init_shapes_and_fixed_embeddings():

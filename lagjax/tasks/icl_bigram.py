@@ -78,7 +78,10 @@ def icl_bigram_task(*, k: int = 50, length=None, max_len=None) -> base.Task:
   def sample(key, batch_size: int) -> base.Batch:
     length_key, chain_key, first_key, step_key = jax.random.split(key, 4)
     lengths = sample_lengths(length_key, (batch_size,))
-    transitions = jax.random.dirichlet(chain_key, jnp.ones(k), (batch_size, k))
+    # Dirichlet(1) rows are iid Exp(1) vectors normalized to sum 1: exact, and ~60x
+    # cheaper than jax.random.dirichlet's rejection-sampled gammas.
+    exponentials = jax.random.exponential(chain_key, (batch_size, k, k))
+    transitions = exponentials / jnp.sum(exponentials, axis=-1, keepdims=True)
     # Inverse CDF: next = #{j < k-1 : cdf_ij <= u}; the last boundary is 1 by construction.
     cdfs = jnp.cumsum(transitions, axis=-1)[..., :-1]
     rows = jnp.arange(batch_size)
