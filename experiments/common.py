@@ -12,15 +12,19 @@ def quiet_jax_logs() -> None:
   logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
 
-def write_table(rows: list[dict], workdir: str, stem: str) -> tuple[str, str]:
-  """Writes rows as `stem`.csv and a Markdown table `stem`.md; returns both paths."""
-  os.makedirs(workdir, exist_ok=True)
-  columns = list(rows[0])
-  csv_path = os.path.join(workdir, f"{stem}.csv")
-  with open(csv_path, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=columns)
+def write_csv(rows: list[dict], path: str) -> str:
+  """Writes rows (dicts with the same keys) as a CSV file with a header; returns the path."""
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  with open(path, "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
+  return path
+
+
+def write_table(rows: list[dict], workdir: str, stem: str) -> tuple[str, str]:
+  """Writes rows as `stem`.csv and a Markdown table `stem`.md; returns both paths."""
+  csv_path = write_csv(rows, os.path.join(workdir, f"{stem}.csv"))
   md_path = os.path.join(workdir, f"{stem}.md")
   with open(md_path, "w") as f:
     f.write(markdown_table(rows))

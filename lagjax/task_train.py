@@ -109,12 +109,20 @@ def make_task_runner(task, init: Callable, apply: Callable, plan: plans.Plan, *,
   return run
 
 
+def make_batched_runner(task, init: Callable, apply: Callable, plan: plans.Plan, **options):
+  """jit(vmap(run)) over keys (R,) and step sizes etas (R, #phases).
+
+  One compilation per R serves every step size of `plan`'s structure, so a
+  validation sweep over η x seeds is a single call.
+  """
+  return jax.jit(jax.vmap(make_task_runner(task, init, apply, plan, **options)))
+
+
 def train_task(task, init: Callable, apply: Callable, plan: plans.Plan, key, *,
                num_seeds: int = 1, **options) -> TaskRun:
   """Runs `plan` on `task` for num_seeds seeds (vmapped); every array gets a seed axis."""
   if isinstance(num_seeds, bool) or int(num_seeds) != num_seeds or num_seeds < 1:
     raise ValueError(f"num_seeds must be an integer >= 1; got {num_seeds!r}.")
-  runner = make_task_runner(task, init, apply, plan, **options)
-  etas = jnp.asarray(np.nan_to_num(plan.etas))
-  keys = jax.random.split(key, num_seeds)
-  return jax.jit(jax.vmap(runner, in_axes=(0, None)))(keys, etas)
+  runner = make_batched_runner(task, init, apply, plan, **options)
+  etas = jnp.tile(jnp.asarray(np.nan_to_num(plan.etas)), (num_seeds, 1))
+  return runner(jax.random.split(key, num_seeds), etas)

@@ -119,3 +119,54 @@ def test_table1_quick_smoke(tmp_path):
   rows = (workdir / "table1.csv").read_text().splitlines()
   assert len(rows) == 1 + 3 * 2
   assert "kl_to_bayes" in result.stdout and "accuracy" in result.stdout
+
+
+def table1_config(**overrides):
+  """The default Table 1 config with dotted-path overrides applied (no compute)."""
+  from experiments.configs import table1 as table1_configs
+  config = table1_configs.get_config()
+  with config.unlocked():
+    for path, value in overrides.items():
+      *parents, leaf = path.split("__")
+      node = config
+      for parent in parents:
+        node = node[parent]
+      node[leaf] = value
+  return config
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("tasks", ("occurrence", "parity"), "config.tasks must be a tuple of task names from"),
+    ("plans", ("joint", "two_phase"), "config.plans must be a tuple of plan names from"),
+    ("num_seeds", 0, "config.num_seeds must be an integer >= 1"),
+    ("task_settings__and__heads", 0, "config.task_settings.and.heads must be an integer >= 1"),
+    ("task_settings__even_pairs__query", "middle",
+     r"config.task_settings.even_pairs.query must be one of \('cls', 'last'\)"),
+    ("task_settings__or__positional", "rotary", "config.task_settings.or.positional must be one"),
+    ("task_settings__slr__optimizer", "rmsprop",
+     r"config.task_settings.slr.optimizer must be one of \('sgd', 'adam'\)"),
+    ("task_settings__occurrence__steps", 3, "config.task_settings.occurrence.steps must be"),
+    ("task_settings__icl_bigram__eta_grid", (), "config.task_settings.icl_bigram.eta_grid must"),
+    ("task_settings__icl_bigram__eta_grid", (0.1, -1.0), "eta_grid must be a non-empty tuple"),
+    ("task_settings__icl_bigram__k", 1, "config.task_settings.icl_bigram.k must be an integer"),
+    ("task_settings__and__max_len", 0, "config.task_settings.and.max_len must be None"),
+])
+def test_table1_validation_names_the_field(path, value, message):
+  from absl import app
+
+  from experiments import table1
+  config = table1_config(**{path: value})
+  with pytest.raises(app.UsageError, match=message):
+    table1.validate(config)
+
+
+def test_table1_default_config_is_valid_and_plans_sum_to_t():
+  from experiments import table1
+  config = table1_config()
+  table1.validate(config)
+  for name in ("joint", "three_phase", "attention_first", "output_only", "attention_only"):
+    plan = table1.make_plan(name, 0.5, 1002, "adam")
+    assert plan.total_steps == 1002
+  phases = table1.make_plan("three_phase", 0.5, 1002, "sgd").phases
+  assert [(p.group, p.steps) for p in phases] == [("output", 250), ("attention", 250),
+                                                  ("output", 502)]

@@ -7,7 +7,7 @@ import pytest
 
 import lagjax as lj
 from lagjax import tasks
-from lagjax.task_train import make_task_runner, train_task
+from lagjax.task_train import make_batched_runner, make_task_runner, train_task
 
 D = 8
 TASK = tasks.get_task("occurrence", d=D, max_len=32)
@@ -75,3 +75,21 @@ def test_bad_options_name_the_field(field, value):
 def test_bad_seed_count():
   with pytest.raises(ValueError, match="num_seeds"):
     train_task(TASK, init, apply, lj.plans.joint(1.0, 2), jax.random.key(0), num_seeds=0)
+
+
+def test_batched_runner_sweeps_step_sizes_in_one_call():
+  """One call over (η, seed) pairs equals separate train_task runs at each η, bit for bit
+  up to reduction order (1e-12)."""
+  plan = lj.plans.three_phase(1.0, 1.0, 1.0, 10, steps1=5, steps2=5)
+  runner = make_batched_runner(TASK, init, apply, plan, record_every=5, test_size=64)
+  key = jax.random.key(4)
+  grid = [0.5, 2.0]
+  together = runner(jax.numpy.stack([jax.random.split(key, 1)[0]] * 2),
+                    jax.numpy.asarray([[eta] * 3 for eta in grid]))
+  for i, eta in enumerate(grid):
+    alone = train_task(TASK, init, apply, lj.plans.three_phase(eta, eta, eta, 10, steps1=5,
+                                                               steps2=5),
+                       key, record_every=5, test_size=64)
+    chex.assert_trees_all_close(together.output[i], alone.output[0], atol=1e-12)
+    chex.assert_trees_all_close(together.test_loss[i], alone.test_loss[0], atol=1e-12)
+  assert not np.allclose(together.output[0], together.output[1])  # η really differs

@@ -1,17 +1,44 @@
 """Config for experiments.table1: six tasks x five plans x seeds (THEORY.md section 7).
 
-Models: the general single-layer transformer of lagjax.transformer (one-hot
-embeddings, CLS query, scalar output) for occurrence, OR, AND (2 heads) and even
-pairs (2 heads, first/last markers); last-token query with current ⊕ previous
-token features and k logits for the ICL bigram; the SLR model of §7 for SLR.
-Plans: every phase uses plain SGD with one step size η per plan, chosen on
-`validation_seeds` seeds (never the test seeds) from `eta_grid` by the final
-held-out metric. Phase lengths: three_phase T/4 output, T/4 attention, T/2 output;
-attention_first T/2 attention, T/2 output; the others T.
+Every task has its own block under `task_settings` (model, lengths, optimizer,
+steps T and the step-size grid), so one field can be changed from the command
+line, e.g. --config.task_settings.and.heads=1.
+
+Models. The general single-layer transformer of lagjax.transformer with fixed
+one-hot embeddings for every token task, the SLR model of section 7 for `slr`:
+- occurrence, OR: one head, CLS query, no positions, scalar output.
+- AND: two heads (the paper's two-head problem).
+- even pairs: two heads, first/last markers, the *last token* as query. With the
+  CLS query and a linear readout, one head computes a convex combination of a
+  first-token and a last-token value and cannot express first = last (a cyclic
+  ordering argument, BUILD_NOTES.md); we measured no plan learning it that way.
+- ICL bigram: last-token query on current ⊕ previous one-hot features, k logits.
+
+Lengths. max_len None is the smallest N with P(n > N) <= 1e-3 under the task's
+law, so the balanced geometric laws of occurrence/OR/AND stay balanced (a
+max_len of 64 leaves only 20% positives for AND at d = 50). The ICL bigram uses
+k = 10 tokens and mean length 50: at k = 50 (max_len 64) the Bayes predictor is
+only 0.004 nats better than the uniform one and no plan learned anything.
+
+Optimizers. Plain SGD (one step size η for every phase of a plan) on fresh
+minibatches, except Adam for the ICL bigram, where SGD from the small init did
+not leave the KQV saddle within 5000 steps. Each plan's η is chosen from the
+task's `eta_grid` on `validation_seeds` seeds (never the test seeds) by the final
+held-out metric; diverged validation seeds lose. Phase lengths: three_phase T/4
+output, T/4 attention, T/2 output; attention_first T/2 attention, T/2 output;
+the others T.
+
 `--config.quick=True` shrinks everything to a CI smoke test.
 """
 
 import ml_collections
+
+LANGUAGE_GRID = (0.3, 1.0, 3.0, 10.0)
+
+
+def _settings(**fields) -> ml_collections.ConfigDict:
+  defaults = dict(heads=1, query="cls", positional="none", max_len=None, optimizer="sgd")
+  return ml_collections.ConfigDict(dict(defaults, **fields))
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -19,17 +46,22 @@ def get_config() -> ml_collections.ConfigDict:
   config.quick = False
   config.tasks = ("occurrence", "or", "and", "even_pairs", "icl_bigram", "slr")
   config.plans = ("joint", "three_phase", "attention_first", "output_only", "attention_only")
-  config.width = 50            # alphabet size d, ICL k, SLR dimension m
-  config.max_len = 64          # lengths are drawn conditioned on n <= max_len
-  config.heads = ml_collections.ConfigDict(
-      {"occurrence": 1, "or": 1, "and": 2, "even_pairs": 2, "icl_bigram": 1, "slr": 1})
-  config.steps = 400           # T
+  config.width = 50            # alphabet size d of occurrence/OR/AND, SLR width m
   config.batch_size = 32
-  config.record_every = 20
-  config.test_size = 1024
+  config.records = 40          # records per run (held-out metric and parameters)
+  config.test_size = 512
   config.init_scale = 0.1
-  config.eta_grid = (0.3, 1.0, 3.0)
   config.validation_seeds = 2
-  config.num_seeds = 5
+  config.num_seeds = 8
   config.seed = 0
+  config.task_settings = ml_collections.ConfigDict({
+      "occurrence": _settings(steps=1000, eta_grid=LANGUAGE_GRID),
+      "or": _settings(steps=1000, eta_grid=LANGUAGE_GRID),
+      "and": _settings(heads=2, steps=2000, eta_grid=LANGUAGE_GRID),
+      "even_pairs": _settings(heads=2, query="last", positional="first_last", steps=2000,
+                              eta_grid=(0.3, 1.0, 1.5)),
+      "icl_bigram": _settings(query="last", k=10, mean_length=50, max_len=128, steps=5000,
+                              optimizer="adam", eta_grid=(0.001, 0.003, 0.01)),
+      "slr": _settings(steps=1000, eta_grid=(0.01, 0.03, 0.1)),
+  })
   return config.lock()
