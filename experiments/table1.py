@@ -15,6 +15,7 @@ seeds run at that η (one vmapped call). Writes
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -189,11 +190,13 @@ def main(argv):
     quick(config)
   validate(config)
   validation_key, test_key = jax.random.split(jax.random.key(config.seed))
-  rows, joint_runs = [], {}
+  rows, joint_runs, lengths = [], {}, {}
   begin = time.time()
   for name in config.tasks:
     built = build(name, config)
     task = built[0]
+    lengths[name] = (f"{describe_law(task.length)}, n ≤ {task.max_len} "
+                     f"(P(n > {task.max_len}) = {task.truncated_mass:.2g})")
     for plan_name in config.plans:
       start = time.time()
       eta, run = run_cell(config, name, plan_name, built, validation_key, test_key)
@@ -218,10 +221,17 @@ def main(argv):
   workdir = _WORKDIR.value
   common.write_csv(rows, os.path.join(workdir, "table1.csv"))
   with open(os.path.join(workdir, "table1.md"), "w") as f:
-    f.write(markdown_report(config, rows, elapsed))
+    f.write(markdown_report(config, rows, lengths, elapsed))
   if joint_runs:
     plot_lag_curves(joint_runs, os.path.join(workdir, "lag_curves.png"))
   print(f"wrote table1.md, table1.csv and lag_curves.png in {workdir} ({elapsed:.0f} s of runs)")
+
+
+def describe_law(law) -> str:
+  """'Geometric(p=0.0139)': a length law with its parameters to 4 significant digits."""
+  fields = ", ".join(f"{field.name}={getattr(law, field.name):.4g}"
+                     for field in dataclasses.fields(law))
+  return f"{type(law).__name__}({fields})"
 
 
 def summary(row: dict, column: str = "") -> str:
@@ -245,8 +255,11 @@ def pivot(config, rows: list[dict], column: str, label) -> list[str]:
   return lines
 
 
-def markdown_report(config, rows: list[dict], elapsed: float) -> str:
-  """Settings, the task x plan table of test metrics, and joint training's lag."""
+def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> str:
+  """Settings, the task x plan table of test metrics, and joint training's lag.
+
+  lengths maps a task name to a description of its length law and max_len.
+  """
   lines = ["# Table 1: six tasks x five plans", "",
            f"Test seeds: {config.num_seeds} (mean ± std over the seeds that did not diverge; "
            f"'k div.' counts exclusions). η chosen per (task, plan) on {config.validation_seeds} "
@@ -260,13 +273,17 @@ def markdown_report(config, rows: list[dict], elapsed: float) -> str:
   lines += pivot(config, rows, "loss", lambda row: "loss" if row is None else
                  ("cross-entropy" if row["task"] == "icl_bigram" else "squared"))
   lines += ["", "## Task settings", "",
-            "| task | optimizer | T | η grid | heads | query | positional | max_len |",
-            "|---|---|---|---|---|---|---|---|"]
+            "| task | optimizer | T | η grid | model | lengths |", "|---|---|---|---|---|---|"]
   for name in config.tasks:
     s = config.task_settings[name]
-    lines.append(f"| {name} | {s.optimizer} | {s.steps} | {tuple(s.eta_grid)} | "
-                 f"{'-' if name == 'slr' else s.heads} | {'-' if name == 'slr' else s.query} | "
-                 f"{'-' if name == 'slr' else s.positional} | {s.max_len or 'default'} |")
+    if name == "slr":
+      model = f"SLR (κ, ν), m = {config.width}"
+    else:
+      size = (f"k = {s.k} tokens, current ⊕ previous" if name == "icl_bigram" else
+              "d = 2" if name == "even_pairs" else f"d = {config.width}")
+      model = f"{size}, {s.heads} head(s), {s.query} query, positions: {s.positional}"
+    lines.append(f"| {name} | {s.optimizer} | {s.steps} | {tuple(s.eta_grid)} | {model} | "
+                 f"{lengths[name]} |")
   joint = [row for row in rows if row["plan"] == "joint"]
   if joint:
     lines += ["", "## Lag of joint training (THEORY.md section 6, mean over test seeds)", "",

@@ -9,9 +9,9 @@ one-hot embeddings for every token task, the SLR model of section 7 for `slr`:
 - occurrence, OR: one head, CLS query, no positions, scalar output.
 - AND: two heads (the paper's two-head problem).
 - even pairs: two heads, first/last markers, the *last token* as query. With the
-  CLS query and a linear readout, one head computes a convex combination of a
-  first-token and a last-token value and cannot express first = last (a cyclic
-  ordering argument, BUILD_NOTES.md); we measured no plan learning it that way.
+  CLS query one head cannot express first = last: the sign of f is the sign of a
+  softmax numerator that is additive in the first and the last token
+  (BUILD_NOTES.md). Two CLS heads can, but SGD did not find it in 2000 steps.
 - ICL bigram: last-token query on current ⊕ previous one-hot features, k logits.
 
 Lengths. max_len None is the smallest N with P(n > N) <= 1e-3 under the task's
