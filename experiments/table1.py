@@ -41,7 +41,12 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/table1", "Output folder.")
 
 LOWER_IS_BETTER = {"accuracy": False, "risk": True, "kl_to_bayes": True}
 OPTIMIZERS = {"sgd": optax.sgd, "adam": optax.adam}
-SETTINGS_FIELDS = ("heads", "query", "positional", "max_len", "optimizer", "steps", "eta_grid")
+SETTINGS_FIELDS = ("model", "heads", "query", "positional", "max_len", "optimizer", "steps",
+                   "eta_grid")
+# Models per task: the general transformer, the direct (α, β) model of THEORY.md section 2
+# (from θ0 = 0, the theory's setting; languages only) and the SLR model of section 7.
+MODELS = {"transformer": ("occurrence", "or", "and", "even_pairs", "icl_bigram"),
+          "direct": ("occurrence", "or", "and"), "slr": ("slr",)}
 
 
 def quick(config) -> None:
@@ -89,6 +94,10 @@ def validate(config) -> None:
     for key in SETTINGS_FIELDS:
       if key not in settings:
         _fail(field, f"a block with the fields {SETTINGS_FIELDS}", sorted(settings))
+    allowed = tuple(model for model, names in MODELS.items() if name in names)
+    if settings.model not in allowed:
+      _fail(f"{field}.model", f"one of {allowed} for the task {name!r} (models: "
+            f"{tuple(MODELS)})", settings.model)
     if not (_is_int(settings.heads) and settings.heads >= 1):
       _fail(f"{field}.heads", "an integer >= 1", settings.heads)
     if settings.query not in transformer.QUERIES:
@@ -119,6 +128,10 @@ def build(name: str, config):
     task = tasks.get_task("slr", m=config.width, max_len=settings.max_len)
     return (task, lambda key: (transformer.slr_init(key, config.width, config.init_scale), {}),
             lambda params, fixed, batch: transformer.slr_apply(params, batch.inputs, batch.mask))
+  if settings.model == "direct":
+    task = tasks.get_task(name, d=config.width, max_len=settings.max_len)
+    return (task, lambda key: (lj.init_params(config.width), {}),
+            lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask))
   model = dict(heads=settings.heads, query=settings.query, positional=settings.positional)
   if name == "icl_bigram":
     task = tasks.get_task(name, k=settings.k, length=lj.geometric(1.0 / settings.mean_length),
@@ -278,6 +291,8 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
     s = config.task_settings[name]
     if name == "slr":
       model = f"SLR (κ, ν), m = {config.width}"
+    elif s.model == "direct":
+      model = f"direct (α, β) from 0, d = {config.width}"
     else:
       size = (f"k = {s.k} tokens, current ⊕ previous" if name == "icl_bigram" else
               "d = 2" if name == "even_pairs" else f"d = {config.width}")

@@ -11,6 +11,8 @@ import pathlib
 import subprocess
 import sys
 
+import jax
+import numpy as np
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -150,6 +152,10 @@ def table1_config(**overrides):
     ("task_settings__icl_bigram__eta_grid", (0.1, -1.0), "eta_grid must be a non-empty tuple"),
     ("task_settings__icl_bigram__k", 1, "config.task_settings.icl_bigram.k must be an integer"),
     ("task_settings__and__max_len", 0, "config.task_settings.and.max_len must be None"),
+    ("task_settings__or__model", "mlp",
+     r"config.task_settings.or.model must be one of \('transformer', 'direct'\)"),
+    ("task_settings__even_pairs__model", "direct",
+     r"even_pairs.model must be one of \('transformer',\) for the task"),
 ])
 def test_table1_validation_names_the_field(path, value, message):
   from absl import app
@@ -170,3 +176,20 @@ def test_table1_default_config_is_valid_and_plans_sum_to_t():
   phases = table1.make_plan("three_phase", 0.5, 1002, "sgd").phases
   assert [(p.group, p.steps) for p in phases] == [("output", 250), ("attention", 250),
                                                   ("output", 502)]
+
+
+def test_table1_direct_model_follows_the_theory():
+  """model = "direct": the (α, β) model from θ0 = 0, so attention-only SGD never moves
+  (β = 0 kills the attention gradient, THEORY.md section 4) while joint SGD learns."""
+  from experiments import table1
+  config = table1_config(task_settings__occurrence__model="direct")
+  table1.quick(config)
+  table1.validate(config)
+  built = table1.build("occurrence", config)
+  keys = [jax.random.key(0), jax.random.key(1)]
+  _, frozen = table1.run_cell(config, "occurrence", "attention_only", built, *keys)
+  np.testing.assert_array_equal(np.asarray(frozen.attention), 0.0)
+  np.testing.assert_array_equal(np.asarray(frozen.output), 0.0)
+  _, joint = table1.run_cell(config, "occurrence", "joint", built, *keys)
+  assert np.all(np.abs(np.asarray(joint.output[:, -1])).max(-1) > 0.01)
+  assert np.all(np.abs(np.asarray(joint.attention[:, -1])).max(-1) > 0.0)

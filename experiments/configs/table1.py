@@ -4,8 +4,11 @@ Every task has its own block under `task_settings` (model, lengths, optimizer,
 steps T and the step-size grid), so one field can be changed from the command
 line, e.g. --config.task_settings.and.heads=1.
 
-Models. The general single-layer transformer of lagjax.transformer with fixed
-one-hot embeddings for every token task, the SLR model of section 7 for `slr`:
+Models (`model`). "transformer": the general single-layer transformer of
+lagjax.transformer with fixed one-hot embeddings, for every token task; "direct":
+the (α, β) model of THEORY.md section 2 from θ0 = 0 (occurrence, OR, AND only; the
+heads/query/positional fields are then unused); "slr": the SLR model of section 7.
+The defaults:
 - occurrence, OR: one head, CLS query, no positions, scalar output.
 - AND: two heads (the paper's two-head problem).
 - even pairs: two heads, first/last markers, the *last token* as query. With the
@@ -37,7 +40,8 @@ LANGUAGE_GRID = (0.3, 1.0, 3.0, 10.0)
 
 
 def _settings(**fields) -> ml_collections.ConfigDict:
-  defaults = dict(heads=1, query="cls", positional="none", max_len=None, optimizer="sgd")
+  defaults = dict(model="transformer", heads=1, query="cls", positional="none", max_len=None,
+                  optimizer="sgd")
   return ml_collections.ConfigDict(dict(defaults, **fields))
 
 
@@ -62,6 +66,6 @@ def get_config() -> ml_collections.ConfigDict:
                               eta_grid=(0.3, 1.0, 1.5)),
       "icl_bigram": _settings(query="last", k=10, mean_length=50, max_len=128, steps=5000,
                               optimizer="adam", eta_grid=(0.001, 0.003, 0.01)),
-      "slr": _settings(steps=1000, eta_grid=(0.01, 0.03, 0.1)),
+      "slr": _settings(model="slr", steps=1000, eta_grid=(0.01, 0.03, 0.1)),
   })
   return config.lock()
