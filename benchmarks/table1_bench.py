@@ -31,7 +31,7 @@ import optax  # noqa: E402
 
 import lagjax as lj  # noqa: E402
 from benchmarks import harness  # noqa: E402
-from experiments import table1  # noqa: E402
+from experiments import table1_protocol as protocol  # noqa: E402
 from experiments.configs import table1 as table1_config  # noqa: E402
 from lagjax.task_train import make_batched_runner, make_task_runner  # noqa: E402
 
@@ -83,7 +83,7 @@ def run(quick: bool) -> dict:
   keys = jax.random.split(jax.random.key(0), SEEDS)
   rows, checks = [], {}
   for name in TASKS:
-    task, init, apply = table1.build(name, config)
+    task, init, apply = protocol.build(name, config)
     settings = config.task_settings[name]
     eta = float(settings.eta_grid[1 if len(settings.eta_grid) > 1 else 0])
     plan = lj.plans.joint(eta, steps)

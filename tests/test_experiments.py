@@ -160,20 +160,20 @@ def table1_config(**overrides):
 def test_table1_validation_names_the_field(path, value, message):
   from absl import app
 
-  from experiments import table1
+  from experiments import table1_protocol as protocol
   config = table1_config(**{path: value})
   with pytest.raises(app.UsageError, match=message):
-    table1.validate(config)
+    protocol.validate(config)
 
 
 def test_table1_default_config_is_valid_and_plans_sum_to_t():
-  from experiments import table1
+  from experiments import table1_protocol as protocol
   config = table1_config()
-  table1.validate(config)
+  protocol.validate(config)
   for name in ("joint", "three_phase", "attention_first", "output_only", "attention_only"):
-    plan = table1.make_plan(name, 0.5, 1002, "adam")
+    plan = protocol.make_plan(name, 0.5, 1002, "adam")
     assert plan.total_steps == 1002
-  phases = table1.make_plan("three_phase", 0.5, 1002, "sgd").phases
+  phases = protocol.make_plan("three_phase", 0.5, 1002, "sgd").phases
   assert [(p.group, p.steps) for p in phases] == [("output", 250), ("attention", 250),
                                                   ("output", 502)]
 
@@ -181,15 +181,15 @@ def test_table1_default_config_is_valid_and_plans_sum_to_t():
 def test_table1_direct_model_follows_the_theory():
   """model = "direct": the (α, β) model from θ0 = 0, so attention-only SGD never moves
   (β = 0 kills the attention gradient, THEORY.md section 4) while joint SGD learns."""
-  from experiments import table1
+  from experiments import table1_protocol as protocol
   config = table1_config(task_settings__occurrence__model="direct")
-  table1.quick(config)
-  table1.validate(config)
-  built = table1.build("occurrence", config)
+  protocol.quick(config)
+  protocol.validate(config)
+  built = protocol.build("occurrence", config)
   keys = [jax.random.key(0), jax.random.key(1)]
-  _, frozen = table1.run_cell(config, "occurrence", "attention_only", built, *keys)
+  _, frozen = protocol.run_cell(config, "occurrence", "attention_only", built, *keys)
   np.testing.assert_array_equal(np.asarray(frozen.attention), 0.0)
   np.testing.assert_array_equal(np.asarray(frozen.output), 0.0)
-  _, joint = table1.run_cell(config, "occurrence", "joint", built, *keys)
+  _, joint = protocol.run_cell(config, "occurrence", "joint", built, *keys)
   assert np.all(np.abs(np.asarray(joint.output[:, -1])).max(-1) > 0.01)
   assert np.all(np.abs(np.asarray(joint.attention[:, -1])).max(-1) > 0.0)
