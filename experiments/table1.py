@@ -69,8 +69,11 @@ def main(argv):
                    half_time_alpha=float(np.mean(lag.half_time_alpha)),
                    half_time_beta=float(np.mean(lag.half_time_beta)))
       rows.append(row)
-      print(f"{name:11s} {plan_name:16s} η = {eta:<6g} {task.metric_name} {summary(row)} "
-            f"[{time.time() - start:.1f}s]", flush=True)
+      done = len(rows)
+      total = len(config.tasks) * len(config.plans)
+      print(f"[{done}/{total}, {time.time() - begin:.0f} s] {name:11s} {plan_name:16s} "
+            f"η = {eta:<6g} {task.metric_name} {summary(row)} [{time.time() - start:.1f}s]",
+            flush=True)
   elapsed = time.time() - begin
   workdir = _WORKDIR.value
   common.write_csv(rows, os.path.join(workdir, "table1.csv"))
