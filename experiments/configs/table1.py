@@ -2,7 +2,9 @@
 
 Every task has its own block under `task_settings` (model, lengths, optimizer,
 steps T and the step-size grid), so one field can be changed from the command
-line, e.g. --config.task_settings.and.heads=1.
+line, e.g. --config.task_settings.even_pairs.heads=1. "and" and "or" are Python
+keywords, which ml_collections cannot parse after a dot; index them instead:
+'--config.task_settings["and"].heads=1'.
 
 Models (`model`). "transformer": the general single-layer transformer of
 lagjax.transformer with fixed one-hot embeddings, for every token task; "direct":
