@@ -193,3 +193,15 @@ def test_table1_direct_model_follows_the_theory():
   _, joint = protocol.run_cell(config, "occurrence", "joint", built, *keys)
   assert np.all(np.abs(np.asarray(joint.output[:, -1])).max(-1) > 0.01)
   assert np.all(np.abs(np.asarray(joint.attention[:, -1])).max(-1) > 0.0)
+
+
+def test_table1_binary_rejects_a_bad_override_of_a_keyword_task():
+  """The documented indexed override reaches the "and" block and fails before any compute."""
+  result = subprocess.run(
+      [sys.executable, "-m", "experiments.table1", "--config",
+       str(REPO / "experiments/configs/table1.py"), '--config.task_settings["and"].heads=0',
+       "--workdir", "/nonexistent/never-written"],
+      cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert result.returncode != 0
+  assert "config.task_settings.and.heads must be an integer >= 1; got 0." in (
+      result.stdout + result.stderr)
