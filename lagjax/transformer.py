@@ -77,13 +77,17 @@ def _sinusoidal_positions(params, config, mask):
   return jnp.where(index % 2 == 0, jnp.sin(angle), jnp.cos(angle))
 
 
+def _last_index(present):
+  """Index of the last real position of each row (0 for an empty row)."""
+  return present.shape[-1] - 1 - jnp.argmax(present[..., ::-1], axis=-1)
+
+
 def _first_last_flags(mask):
   """(..., L, 2) floats: 1 at the first and at the last real token (all 0 in an empty row)."""
-  length = mask.shape[-1]
   first = jnp.argmax(mask, axis=-1)
-  last = length - 1 - jnp.argmax(mask[..., ::-1], axis=-1)
+  last = _last_index(mask)
   anything = mask.any(-1, keepdims=True)
-  positions = jnp.arange(length)
+  positions = jnp.arange(mask.shape[-1])
   is_first = (positions == first[..., None]) & anything
   is_last = (positions == last[..., None]) & anything
   return jnp.stack([is_first, is_last], axis=-1).astype(jnp.float64)
@@ -295,6 +299,11 @@ def _check_inputs(config, tokens, mask):
   return tokens, mask
 
 
+def _cls_stream(fixed, config):
+  """The CLS token on the stream, (m,): e_cls in the token dims, zero elsewhere."""
+  return jnp.zeros(config.dim).at[:config.token_dim].set(fixed["e_cls"])
+
+
 @functools.partial(jax.jit, static_argnums=2)
 def _embed(params, fixed, config, tokens, mask):
   continuous = not jnp.issubdtype(tokens.dtype, jnp.integer)
@@ -305,7 +314,7 @@ def _embed(params, fixed, config, tokens, mask):
   if config.previous_token:
     parts.append(jnp.concatenate([jnp.zeros_like(content[..., :1, :]), content[..., :-1, :]],
                                  axis=-2))
-  x_cls = jnp.zeros(config.dim).at[:config.token_dim].set(fixed["e_cls"])
+  x_cls = _cls_stream(fixed, config)
   extra = config.dim - config.token_dim * len(parts)
   parts.append(jnp.zeros(shape + (extra,)))
   x = jnp.concatenate(parts, axis=-1) + POSITIONAL[config.positional](params, config, mask)
@@ -338,11 +347,6 @@ def _apply(params, fixed, config, tokens, present):
   return _apply_stream(params, fixed, config, tokens, present)
 
 
-def _last_index(present):
-  """Index of the last real position of each row (0 for an empty row)."""
-  return present.shape[-1] - 1 - jnp.argmax(present[..., ::-1], axis=-1)
-
-
 def _apply_tokens(params, fixed, config, tokens, present):
   """`_apply_stream` for integer tokens, without forming the (..., L, m) stream.
 
@@ -356,7 +360,7 @@ def _apply_tokens(params, fixed, config, tokens, present):
   """
   t = config.token_dim
   table = fixed["E"]
-  x_cls = jnp.zeros(config.dim).at[:t].set(fixed["e_cls"])
+  x_cls = _cls_stream(fixed, config)
   readout = params["readout"].reshape(config.dim, config.outputs)
   value_maps = jnp.einsum("hmv,hvn,no->hmo", params["W_V"], params["W_O"], readout)
   # Parts of the stream: (tokens, has-token mask, slice of the stream they fill).
