@@ -44,7 +44,7 @@ def main(argv):
     protocol.quick(config)
   protocol.validate(config)
   validation_key, test_key = jax.random.split(jax.random.key(config.seed))
-  rows, joint_runs, lengths = [], {}, {}
+  rows, joint_lags, lengths = [], {}, {}
   begin = time.time()
   for name in config.tasks:
     built = protocol.build(name, config)
@@ -63,8 +63,8 @@ def main(argv):
       row.update({"seeds": int(ok.sum()), "diverged": int((~ok).sum()),
                   "lag_gap": "", "half_time_alpha": "", "half_time_beta": ""})
       if plan_name == "joint":
-        joint_runs[name] = run
         lag = jax.vmap(metrics.lag_metrics)(run.attention, run.output, run.steps)
+        joint_lags[name] = (np.asarray(run.steps[0]), lag)
         row.update(lag_gap=float(np.mean(lag.lag_gap)),
                    half_time_alpha=float(np.mean(lag.half_time_alpha)),
                    half_time_beta=float(np.mean(lag.half_time_beta)))
@@ -79,8 +79,8 @@ def main(argv):
   common.write_csv(rows, os.path.join(workdir, "table1.csv"))
   with open(os.path.join(workdir, "table1.md"), "w") as f:
     f.write(markdown_report(config, rows, lengths, elapsed))
-  if joint_runs:
-    plot_lag_curves(joint_runs, os.path.join(workdir, "lag_curves.png"))
+  if joint_lags:
+    plot_lag_curves(joint_lags, os.path.join(workdir, "lag_curves.png"))
   print(f"wrote table1.md, table1.csv and lag_curves.png in {workdir} ({elapsed:.0f} s of runs)")
 
 
@@ -153,19 +153,20 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
   return "\n".join(lines) + "\n"
 
 
-def plot_lag_curves(runs: dict, path: str) -> None:
-  """2 x 3 panels: r_α (dashed) and r_β of joint training per task, bands over seeds."""
+def plot_lag_curves(lags: dict, path: str) -> None:
+  """2 x 3 panels: r_α (dashed) and r_β of joint training per task, bands over seeds.
+
+  lags maps a task name to (record steps, LagMetrics with a leading seed axis).
+  """
   fig, axes = plt.subplots(2, 3, figsize=(13, 7), squeeze=False)
-  for ax, (name, run) in zip(axes.flat, runs.items()):
-    lag = jax.vmap(metrics.lag_metrics)(run.attention, run.output, run.steps)
-    steps = np.asarray(run.steps[0])
+  for ax, (name, (steps, lag)) in zip(axes.flat, lags.items()):
     for values, label, style in ((lag.r_beta, "r_β (output)", "-"),
                                  (lag.r_alpha, "r_α (attention)", "--")):
       values = np.asarray(values)
       line, = ax.plot(steps, values.mean(0), style, label=label)
       ax.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.2)
     ax.set(title=name, xlabel="step", ylabel="relative progress", ylim=(0, 1.05))
-  for ax in list(axes.flat)[len(runs):]:
+  for ax in list(axes.flat)[len(lags):]:
     ax.axis("off")
   axes[0][0].legend(fontsize=8)
   fig.suptitle("Joint training: attention (r_α) vs output (r_β) progress, bands = seed range")
