@@ -1,4 +1,4 @@
-"""Timing of multi-seed task training (THEORY.md section 7; issue: seeds vmapped vs a loop).
+"""Timing of multi-seed task training (docs/theory.md section 7; issue: seeds vmapped vs a loop).
 
 For three tasks of the Table 1 config (occurrence at d = 50, even pairs, ICL
 bigram at k = 10), joint SGD with η from the config's grid, T = 500 steps,

@@ -32,7 +32,7 @@ EXACT = 1e-12
 
 
 def output_only_floor(lang) -> float:
-  """min_β R(α = 0, β): exact least squares on the tied groups (THEORY.md section 4)."""
+  """min_β R(α = 0, β): exact least squares on the tied groups (docs/theory.md section 4)."""
   part = lj.partition.of_language(lang)
   hessian, target = lj.risk.laplace.attention_moments(lang, part)({"alpha": jnp.zeros(
       part.num_groups)})
@@ -52,7 +52,7 @@ def named_plans(config, d):
 
 
 def check_claims(runs, floor, config):
-  """Returns {plan: (holds, statement)} for the four claims of THEORY.md section 5."""
+  """Returns {plan: (holds, statement)} for the four claims of docs/theory.md section 5."""
   risk = {name: np.asarray(run.risk) for name, run in runs.items()}
   same = max(float(np.abs(runs["attention_first"].params[k] - runs["output_only"].params[k])
                    .max()) for k in ("alpha", "beta"))

@@ -145,7 +145,7 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
                  f"{lengths[name]} |")
   joint = [row for row in rows if row["plan"] == "joint"]
   if joint:
-    lines += ["", "## Lag of joint training (THEORY.md section 6, mean over test seeds)", "",
+    lines += ["", "## Lag of joint training (docs/theory.md section 6, mean over test seeds)", "",
               "| task | lag gap | half-progress step, attention | half-progress step, output |",
               "|---|---|---|---|"]
     lines += [f"| {row['task']} | {row['lag_gap']:.3g} | {row['half_time_alpha']:.4g} | "

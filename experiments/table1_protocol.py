@@ -1,4 +1,4 @@
-"""The Table 1 protocol: task settings, models, plans and the choice of η (THEORY.md section 7).
+"""The Table 1 protocol: task settings, models, plans and the choice of η (docs/theory.md section 7).
 
 Used by the experiments.table1 binary (and its benchmark and tests) without
 defining any flag:
@@ -28,7 +28,7 @@ LOWER_IS_BETTER = {"accuracy": False, "risk": True, "kl_to_bayes": True}
 OPTIMIZERS = {"sgd": optax.sgd, "adam": optax.adam}
 SETTINGS_FIELDS = ("model", "heads", "query", "positional", "max_len", "optimizer", "steps",
                    "eta_grid")
-# Models per task: the general transformer, the direct (α, β) model of THEORY.md section 2
+# Models per task: the general transformer, the direct (α, β) model of docs/theory.md section 2
 # (from θ0 = 0, the theory's setting; languages only) and the SLR model of section 7.
 MODELS = {"transformer": ("occurrence", "or", "and", "even_pairs", "icl_bigram"),
           "direct": ("occurrence", "or", "and"), "slr": ("slr",)}

@@ -1,6 +1,6 @@
 """lagjax: exact training dynamics of shallow transformers on unbounded inputs.
 
-The notation follows ../shared/THEORY.md: a language over Σ = {0, …, d-1} with
+The notation follows docs/theory.md: a language over Σ = {0, …, d-1} with
 token law π and length law L, the single-head model f_θ with θ = (α, β), and
 three routes to the population risk that must agree.
 """

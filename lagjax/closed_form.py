@@ -1,4 +1,4 @@
-"""Closed-form output phases and O(1)-in-T plans (THEORY.md section 5).
+"""Closed-form output phases and O(1)-in-T plans (docs/theory.md section 5).
 
 At fixed α the squared risk is R(β) = ½ βᵀHβ - gᵀβ + ½ with H = E[W Wᵀ],
 g = E[y W] (laplace.attention_moments). Gradient descent with the per-token

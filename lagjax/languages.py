@@ -1,4 +1,4 @@
-"""Occurrence-family languages over Σ = {0, …, d-1} (THEORY.md section 1).
+"""Occurrence-family languages over Σ = {0, …, d-1} (docs/theory.md section 1).
 
 A language is a Boolean function of presence events E_σ = {σ occurs in w}:
   occurrence(a): y = +1 iff a ∈ w;
@@ -127,7 +127,7 @@ def _check_pi(d: int, pi) -> tuple[float, ...]:
 
 
 def balanced_geometric(kind: str, d: int, letters, pi=None) -> lengths_lib.Geometric:
-  """The geometric law with P(y = +1) = 1/2 (THEORY.md section 1).
+  """The geometric law with P(y = +1) = 1/2 (docs/theory.md section 1).
 
   For occurrence/any_of, P(y = -1) = G(z) with z = π_{Σ∖L}, and G(z) = 1/2 solves
   to p = (1 - z)/z. For all_of, the root in p is bracketed and bisected.

@@ -1,4 +1,4 @@
-"""Length laws on n ∈ {1, 2, …} (THEORY.md section 1).
+"""Length laws on n ∈ {1, 2, …} (docs/theory.md section 1).
 
 Each law gives its log-pmf, a jittable sampler, its probability generating
 function G(z) = Σ_n P(n) z^n with G' and G'', its mean G'(1) and its tail

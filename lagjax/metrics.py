@@ -1,4 +1,4 @@
-"""Attention-lag metrics of a trajectory θ_t (THEORY.md section 6).
+"""Attention-lag metrics of a trajectory θ_t (docs/theory.md section 6).
 
     r_α(t) = ‖α_t - α_0‖ / max_s ‖α_s - α_0‖,   r_β(t) likewise.
 

@@ -1,4 +1,4 @@
-"""The single-head (α, β) transformer and its KQV form (THEORY.md section 2).
+"""The single-head (α, β) transformer and its KQV form (docs/theory.md section 2).
 
     f_θ(w) = Σ_i softmax_i(α_{w_i}) β_{w_i}
            = Σ_σ c_σ e^{α_σ} β_σ / Σ_σ c_σ e^{α_σ}.

@@ -1,4 +1,4 @@
-"""Partitions of Σ into groups of interchangeable tokens (THEORY.md section 3b).
+"""Partitions of Σ into groups of interchangeable tokens (docs/theory.md section 3b).
 
 Tokens in one group share α and β and play the same role for the language and
 for π, so f depends only on the group counts. A "grouped" parameter has one

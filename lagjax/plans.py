@@ -1,4 +1,4 @@
-"""Training plans as optax transformations (THEORY.md section 5).
+"""Training plans as optax transformations (docs/theory.md section 5).
 
 A plan is a sequence of phases. Each phase trains one parameter group
 ("attention" = α and α_cls (W_Q, W_K in the KQV form), "output" = β and
@@ -186,7 +186,7 @@ def _phase_transformation(phase: Phase, eta=None) -> optax.GradientTransformatio
 
 
 # ---------------------------------------------------------------------------
-# The named plans of THEORY.md section 5.
+# The named plans of docs/theory.md section 5.
 # ---------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Vectorized, sharded, resumable sweeps over training plans (THEORY.md sections 5-6).
+"""Vectorized, sharded, resumable sweeps over training plans (docs/theory.md sections 5-6).
 
 A sweep is a table of configurations: a plan name, d, the number of steps T,
 the plan's step sizes (eta1, eta2, eta3 or eta), and for finite-sample plans

@@ -1,4 +1,4 @@
-"""Training a model on a sampled task with a plan (THEORY.md sections 5-7).
+"""Training a model on a sampled task with a plan (docs/theory.md sections 5-7).
 
 The model is any pair init(key) -> (params, fixed), apply(params, fixed, batch) ->
 outputs whose parameter dict uses the group names of lagjax.plans (attention:
@@ -44,7 +44,7 @@ class TaskRun:
   metric_name: str = "accuracy"
 
   def lag(self) -> metrics.LagMetrics:
-    """r_α (attention group) and r_β (output group) of THEORY.md section 6."""
+    """r_α (attention group) and r_β (output group) of docs/theory.md section 6."""
     return metrics.lag_metrics(self.attention, self.output, self.steps)
 
 

@@ -1,4 +1,4 @@
-"""Running a plan with exact population or empirical gradients (THEORY.md sections 3b, 5).
+"""Running a plan with exact population or empirical gradients (docs/theory.md sections 3b, 5).
 
 `train(lang, plan)` runs the whole plan in one `jax.lax.scan`, compiled once
 per plan structure. Step sizes enter as an array argument, so sweeps vmap over
@@ -7,7 +7,7 @@ them without recompiling.
 Tied fast path: when θ0 is constant on the groups of `partition.of_language`
 and every phase uses the population risk, gradient descent keeps the tie, and
 the simulation runs on the groups. The per-token gradient is the gradient with
-respect to the tied parameter divided by the group size (THEORY.md 3b); the
+respect to the tied parameter divided by the group size (docs/theory.md 3b); the
 optimizer is applied to that, so the run equals the full-d run.
 
 Divergence: a step whose objective or new parameters are not finite, or whose
@@ -69,7 +69,7 @@ class Run:
   tied: bool = True
 
   def lag(self) -> metrics.LagMetrics:
-    """Lag metrics of THEORY.md section 6 on the recorded trajectory."""
+    """Lag metrics of docs/theory.md section 6 on the recorded trajectory."""
     return metrics.lag_metrics(self.alpha, self.beta, self.steps)
 
 
@@ -131,7 +131,7 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
   letter = lang.letters[0]
 
   def per_token(grads):
-    """Gradient w.r.t. one token's parameter: tied gradient / group size (THEORY.md 3b)."""
+    """Gradient w.r.t. one token's parameter: tied gradient / group size (docs/theory.md 3b)."""
     if kqv_fixed is not None:
       return grads
     return dict(grads, alpha=grads["alpha"] / sizes, beta=grads["beta"] / sizes)
@@ -258,7 +258,7 @@ def _compiled_runner(lang, plan, partition, loss, route, cls, record_every, max_
 def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float = 0.1,
               width: int | None = None, key_dim: int | None = None, loss="squared",
               route: str = "auto", record_every: int = 1, max_risk: float = MAX_RISK) -> Run:
-  """Runs `plan` on the KQV form from a small random init (THEORY.md section 2).
+  """Runs `plan` on the KQV form from a small random init (docs/theory.md section 2).
 
   Attention group: W_Q, W_K; output group: W_V, w_o. Zero is a saddle of this
   form, so it starts at scale·N(0, 1) weights drawn from `key`. The Run's

@@ -1,4 +1,4 @@
-"""A general single-layer transformer and the SLR model (THEORY.md sections 2 and 7).
+"""A general single-layer transformer and the SLR model (docs/theory.md sections 2 and 7).
 
 One attention layer read out at a single query position, H heads:
 
@@ -124,10 +124,10 @@ class TransformerConfig:
       the first and the last real token).
     max_len: longest string for learned positions (ignored otherwise).
     cls: whether the CLS token is attended to (it is always the default query).
-    query: "cls" (the CLS embedding, THEORY.md section 2) or "last" (the stream
+    query: "cls" (the CLS embedding, docs/theory.md section 2) or "last" (the stream
       at the last real token, for next-token tasks such as ICL bigram).
     previous_token: append the previous token's embedding to each position
-      (current ⊕ previous, THEORY.md section 7, ICL bigram).
+      (current ⊕ previous, docs/theory.md section 7, ICL bigram).
   """
 
   vocab: int
@@ -453,7 +453,7 @@ def to_direct(params: Params, fixed: dict, config: TransformerConfig) -> Params:
 
   Needs one head, no positional information, no previous-token features, the
   CLS query and a scalar output (any fixed embedding, one-hot or random):
-  α_σ = (e_cls W_Q)·(E_σ W_K)/√k and β_σ = E_σ W_V W_O readout (THEORY.md section 2).
+  α_σ = (e_cls W_Q)·(E_σ W_K)/√k and β_σ = E_σ W_V W_O readout (docs/theory.md section 2).
   """
   _check_config(config)
   _check_params(params, config)
@@ -463,7 +463,7 @@ def to_direct(params: Params, fixed: dict, config: TransformerConfig) -> Params:
   for name, (value, wanted) in needs.items():
     if value != wanted:
       raise ValueError(f"to_direct needs config {name} = {wanted!r} (the direct model of "
-                       f"THEORY.md section 2); got {value!r}.")
+                       f"docs/theory.md section 2); got {value!r}.")
   query = fixed["e_cls"] @ params["W_Q"][0]
   score_map = params["W_K"][0] @ query / math.sqrt(config.head_key_dim)
   value_map = params["W_V"][0] @ params["W_O"][0] @ params["readout"]
@@ -474,7 +474,7 @@ def to_direct(params: Params, fixed: dict, config: TransformerConfig) -> Params:
 
 
 # ---------------------------------------------------------------------------
-# SLR (THEORY.md section 7): f(X) = Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩.
+# SLR (docs/theory.md section 7): f(X) = Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩.
 # ---------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Closed-form output phases (THEORY.md section 5) against step-by-step gradient descent.
+"""Closed-form output phases (docs/theory.md section 5) against step-by-step gradient descent.
 
 closed_form.output_gd diagonalizes D^{-1/2} H D^{-1/2} once and raises each
 eigen-coordinate's contraction to the power T; the loops below apply

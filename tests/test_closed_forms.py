@@ -1,4 +1,4 @@
-"""Closed forms of THEORY.md section 4 and score-spread limits as oracles for the exact routes.
+"""Closed forms of docs/theory.md section 4 and score-spread limits as oracles for the exact routes.
 
 The Laplace route is exact up to its quadrature error (< 1e-15 relative, THEORY
 3a); the lattice route up to its reported certified bound. Tolerances below add
@@ -105,7 +105,7 @@ def test_balanced_and_at_d50():
   """AND at d = 50: p ≈ 0.0113230, mean length ≈ 88.3, and the balance equation holds."""
   lang = lj.all_of(D, (0, 1))
   p = lang.length.p
-  # THEORY.md states 6 significant digits of p and 3 of the mean.
+  # docs/theory.md states 6 significant digits of p and 3 of the mean.
   assert abs(p - 0.0113230) < 5e-8
   assert abs(lang.length.mean - 88.3) < 0.05
   # 1 - 2G(1 - 1/d) + G(1 - 2/d) = 1/2; p is bisected to ~1e-16 and the

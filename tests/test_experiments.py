@@ -63,7 +63,7 @@ def test_claims(outputs):
   rows = {row["plan"]: row for row in read_csv(workdir / "claims.csv")}
   assert set(rows) == {"three_phase", "attention_first", "output_only", "attention_only", "joint"}
   # The three claims that are identities hold at any T; the floor at d = 5 is 0.2295
-  # (THEORY.md section 4, 4 digits).
+  # (docs/theory.md section 4, 4 digits).
   for plan in ("attention_first", "output_only", "attention_only"):
     assert rows[plan]["holds"] == "True", rows[plan]
     assert int(rows[plan]["d"]) == 5
@@ -86,7 +86,7 @@ def test_sample_complexity(outputs):
 
 
 def test_risk_at_zero(outputs):
-  """R(0) = 1/2, ∂R/∂α = 0, ∂R/∂β = (-1/d, 1/(d(d-1)), …) at d = 5 (THEORY.md section 4)."""
+  """R(0) = 1/2, ∂R/∂α = 0, ∂R/∂β = (-1/d, 1/(d(d-1)), …) at d = 5 (docs/theory.md section 4)."""
   code, text, _ = outputs["risk_at_zero"]
   assert code == 0, text
   assert "d = 5" in text
@@ -180,7 +180,7 @@ def test_table1_default_config_is_valid_and_plans_sum_to_t():
 
 def test_table1_direct_model_follows_the_theory():
   """model = "direct": the (α, β) model from θ0 = 0, so attention-only SGD never moves
-  (β = 0 kills the attention gradient, THEORY.md section 4) while joint SGD learns."""
+  (β = 0 kills the attention gradient, docs/theory.md section 4) while joint SGD learns."""
   from experiments import table1_protocol as protocol
   config = table1_config(task_settings__occurrence__model="direct")
   protocol.quick(config)

@@ -1,4 +1,4 @@
-"""Occurrence-family languages and their partitions (THEORY.md sections 1 and 3b)."""
+"""Occurrence-family languages and their partitions (docs/theory.md sections 1 and 3b)."""
 
 import itertools
 

@@ -1,4 +1,4 @@
-"""Length laws: pmf, generating function, tail, sampler (THEORY.md section 1)."""
+"""Length laws: pmf, generating function, tail, sampler (docs/theory.md section 1)."""
 
 import math
 

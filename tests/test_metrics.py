@@ -1,4 +1,4 @@
-"""Attention-lag metrics (THEORY.md section 6) on trajectories with a known answer.
+"""Attention-lag metrics (docs/theory.md section 6) on trajectories with a known answer.
 
 The synthetic trajectories are exact multiples of fixed vectors, so the
 relative progress is the multiplier up to float64 roundoff of a norm and a

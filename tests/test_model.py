@@ -1,4 +1,4 @@
-"""The (α, β) model and its KQV form (THEORY.md section 2)."""
+"""The (α, β) model and its KQV form (docs/theory.md section 2)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Training plans (THEORY.md section 5): the optax plan equals a hand-written phase loop.
+"""Training plans (docs/theory.md section 5): the optax plan equals a hand-written phase loop.
 
 The hand loops below apply each phase's update rule coordinate by coordinate
 with the gradient of the per-token Laplace risk (partition None), and are
@@ -180,7 +180,7 @@ def test_learning_rate_and_phase_index_join_the_phases():
 
 
 def test_named_plans():
-  """The named plans of THEORY.md section 5 have the documented phases."""
+  """The named plans of docs/theory.md section 5 have the documented phases."""
   expected = {
       "joint": ((1.5, 7), [("both", 1.5, 7)]),
       "three_phase": ((1.0, 2.0, 3.0, 7), [("output", 1.0, 1), ("attention", 2.0, 1),

@@ -1,4 +1,4 @@
-"""The three risk routes against each other and against brute force (THEORY.md section 3).
+"""The three risk routes against each other and against brute force (docs/theory.md section 3).
 
 The oracle below is an independent numpy implementation of sections 1-2: it
 enumerates every count vector c ∈ N^d with 1 <= Σc <= N, weights it by

@@ -38,7 +38,7 @@ def test_online_sgd_learns_occurrence():
 
 
 def test_attention_only_from_zero_never_moves():
-  """With β = 0 the attention gradient vanishes (THEORY.md §4), on samples too."""
+  """With β = 0 the attention gradient vanishes (docs/theory.md §4), on samples too."""
   run = train_task(TASK, init, apply, lj.plans.attention_only(5.0, 20), jax.random.key(1),
                    record_every=10, test_size=128)
   np.testing.assert_array_equal(np.asarray(run.attention), 0.0)

@@ -1,4 +1,4 @@
-"""The paper's six tasks (THEORY.md section 7): samplers against direct definitions."""
+"""The paper's six tasks (docs/theory.md section 7): samplers against direct definitions."""
 
 import functools
 import math

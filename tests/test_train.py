@@ -1,4 +1,4 @@
-"""lj.train: the claims of THEORY.md section 5, tying, finite samples, KQV, divergence.
+"""lj.train: the claims of docs/theory.md section 5, tying, finite samples, KQV, divergence.
 
 Tolerances. The Laplace route's quadrature error is below 1e-14 (THEORY 3a),
 and two simulations of the same dynamics differ only by float64 roundoff of
@@ -35,7 +35,7 @@ def assert_runs_close(run, other, atol=EXACT):
 
 
 # ---------------------------------------------------------------------------
-# The four claims at d = 10 from θ0 = 0 (THEORY.md section 5).
+# The four claims at d = 10 from θ0 = 0 (docs/theory.md section 5).
 # ---------------------------------------------------------------------------
 
 CLAIMS_D = 10
@@ -60,7 +60,7 @@ def least_squares_floor(d):
 
   At α = 0, f = β_o + (β_a - β_o) x with x = c_a / n, so the floor is
   ½ (Var y - Cov(x, y)² / Var x) with Var y = 1, Cov(x, y) = E x = π and
-  Var x = π (1 - π) E[1/n], E[1/n] = -p ln p / (1 - p) (THEORY.md section 4).
+  Var x = π (1 - π) E[1/n], E[1/n] = -p ln p / (1 - p) (docs/theory.md section 4).
   """
   p = lj.occurrence(d).length.p
   pi = 1.0 / d
@@ -82,7 +82,7 @@ def test_least_squares_floor_at_d10():
   floor = laplace_floor(lj.occurrence(CLAIMS_D))
   # Quadrature < 1e-14; the 2x2 solve adds a few ulps of its condition number (~50).
   assert abs(floor - least_squares_floor(CLAIMS_D)) < EXACT
-  # THEORY.md quotes 4 digits.
+  # docs/theory.md quotes 4 digits.
   assert abs(floor - 0.2977) < 5e-5
 
 
@@ -130,7 +130,7 @@ def test_three_phase_learns():
 
 
 # ---------------------------------------------------------------------------
-# Tied (group) simulation vs all d tokens (THEORY.md section 3b).
+# Tied (group) simulation vs all d tokens (docs/theory.md section 3b).
 # ---------------------------------------------------------------------------
 
 TIED_D = 6
@@ -299,7 +299,7 @@ def test_empirical_steps_are_gradients_of_explicit_sums():
 
 
 # ---------------------------------------------------------------------------
-# KQV form (THEORY.md section 2).
+# KQV form (docs/theory.md section 2).
 # ---------------------------------------------------------------------------
 
 

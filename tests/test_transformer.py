@@ -1,4 +1,4 @@
-"""The general single-layer transformer and the SLR model (THEORY.md sections 2 and 7)."""
+"""The general single-layer transformer and the SLR model (docs/theory.md sections 2 and 7)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Config for experiments.claims: the paper's five plans from zero (THEORY.md section 5).
+"""Config for experiments.claims: the paper's five plans from zero (docs/theory.md section 5).
 
 Step sizes (documented choice, scaled with d so that one plan covers every d):
   three_phase: η1 = d, η2 = d², η3 = 1 (at d = 50: 50, 2500, 1: the theory's example);
@@ -21,7 +21,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.joint_eta = 1.0
   config.record_every = 1
   config.success_risk = 1e-3
-  # KQV form (THEORY.md section 2) trained by the same joint plan at d = d_list[0]
+  # KQV form (docs/theory.md section 2) trained by the same joint plan at d = d_list[0]
   # from scale·N(0, 1) weights, compared with the direct form in kqv_vs_direct.png.
   config.kqv_scale = 0.1
   config.kqv_seed = 0

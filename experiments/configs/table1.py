@@ -1,4 +1,4 @@
-"""Config for experiments.table1: six tasks x five plans x seeds (THEORY.md section 7).
+"""Config for experiments.table1: six tasks x five plans x seeds (docs/theory.md section 7).
 
 Every task has its own block under `task_settings` (model, lengths, optimizer,
 steps T and the step-size grid), so one field can be changed from the command
@@ -8,7 +8,7 @@ keywords, which ml_collections cannot parse after a dot; index them instead:
 
 Models (`model`). "transformer": the general single-layer transformer of
 lagjax.transformer with fixed one-hot embeddings, for every token task; "direct":
-the (α, β) model of THEORY.md section 2 from θ0 = 0 (occurrence, OR, AND only; the
+the (α, β) model of docs/theory.md section 2 from θ0 = 0 (occurrence, OR, AND only; the
 heads/query/positional fields are then unused); "slr": the SLR model of section 7.
 The defaults:
 - occurrence, OR: one head, CLS query, no positions, scalar output.

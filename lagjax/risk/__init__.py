@@ -1,4 +1,4 @@
-"""Population risk by three routes that must agree (THEORY.md section 3).
+"""Population risk by three routes that must agree (docs/theory.md section 3).
 
 `risk_fn` builds a route once (the expensive setup) and returns a `Route`
 whose `risk(params)` is jittable and differentiable. `population_risk`,

@@ -1,4 +1,4 @@
-"""What every risk route returns, and the loss registry (THEORY.md sections 2-3)."""
+"""What every risk route returns, and the loss registry (docs/theory.md sections 2-3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Laplace route: exact squared-loss population risk for any θ (THEORY.md section 3a).
+"""Laplace route: exact squared-loss population risk for any θ (docs/theory.md section 3a).
 
 With f = A/B, 1/B = ∫ e^{-tB} dt and 1/B² = ∫ t e^{-tB} dt turn expectations
 over unbounded strings into one-dimensional integrals of the generating
@@ -189,7 +189,7 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
                       *, cls: bool = False, step: float = STEP, num_points: int | None = None):
   """Builds (H, g) = (E[W Wᵀ], E[y W]) of the group attention masses W at given scores.
 
-  W_g = Σ_{σ∈g} c_σ u_σ / B (plus W_cls = u_cls / B last when cls). By THEORY.md 3a,
+  W_g = Σ_{σ∈g} c_σ u_σ / B (plus W_cls = u_cls / B last when cls). By docs/theory.md 3a,
     H_gh = ∫ [G''(M) π_g π_h k1_g k1_h + δ_gh G'(M) π_g k2_g] dx,
     E[1{w⊆S} W_g] = ∫ G'(M_S) π_{g,S} k1_g dx,
   with kernels k1 = exp(s - e^s), k2 = exp(2s - e^s); the CLS entries follow from

@@ -1,4 +1,4 @@
-"""Lattice route: exact enumeration of group-count vectors (THEORY.md section 3b).
+"""Lattice route: exact enumeration of group-count vectors (docs/theory.md section 3b).
 
 With tokens tied in G groups, f depends on w only through the group counts
 c ∈ N^G. Enumerating every c with n = Σc ≤ N, weighted by

@@ -1,4 +1,4 @@
-"""Sampled route: Monte Carlo risk with its standard error (THEORY.md section 3c).
+"""Sampled route: Monte Carlo risk with its standard error (docs/theory.md section 3c).
 
 Strings are drawn as n ~ L, then tokens iid π, and padded with a mask. Lengths
 are unbounded, so samples are sorted into buckets of maximum length 2^k and

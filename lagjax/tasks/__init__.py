@@ -1,4 +1,4 @@
-"""The paper's six tasks by name (THEORY.md section 7).
+"""The paper's six tasks by name (docs/theory.md section 7).
 
   task = get_task("occurrence", d=50, max_len=400)
   batch = task.sample(key, 64)            # jitted, batch size static

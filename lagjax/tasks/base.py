@@ -1,4 +1,4 @@
-"""What every task of THEORY.md section 7 provides, and the checks its options share.
+"""What every task of docs/theory.md section 7 provides, and the checks its options share.
 
 A task is built once by a factory from validated options and carries pure
 functions: `sample(key, batch_size) -> Batch`, `loss(outputs, batch) -> scalar`
@@ -195,7 +195,7 @@ def check_outputs(outputs, expected_shape, what: str):
 
 
 def classification_fns(loss: str) -> tuple[Callable, Callable]:
-  """Loss and metric for scalar outputs f (B,) against labels y = ±1 (THEORY.md section 2).
+  """Loss and metric for scalar outputs f (B,) against labels y = ±1 (docs/theory.md section 2).
 
   loss: the mean of ℓ(f, y) ("squared" ½(f - y)², or "logistic").
   metric: {"accuracy": mean 1{sign f = y} (sign 0 is an error), "loss": the same mean loss}.

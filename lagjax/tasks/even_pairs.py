@@ -1,4 +1,4 @@
-"""Even pairs (THEORY.md section 7).
+"""Even pairs (docs/theory.md section 7).
 
 Binary strings w ∈ {0, 1}^n: n ~ L (conditioned on n <= max_len, see
 lagjax/tasks/base.py), tokens iid uniform. y = +1 iff the number of adjacent

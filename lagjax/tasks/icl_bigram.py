@@ -1,4 +1,4 @@
-"""In-context bigram (THEORY.md section 7).
+"""In-context bigram (docs/theory.md section 7).
 
 Each sequence draws its own Markov chain on k tokens: the rows P_i of its
 transition matrix are iid Dirichlet(1). Then x_1 is uniform, x_{t+1} ~ P_{x_t},

@@ -1,4 +1,4 @@
-"""Occurrence, OR and AND tasks (THEORY.md sections 1 and 7).
+"""Occurrence, OR and AND tasks (docs/theory.md sections 1 and 7).
 
 Strings w over Σ = {0, …, d-1}: n ~ L (conditioned on n <= max_len, see
 lagjax/tasks/base.py), then tokens iid π. Labels come from the lagjax.languages

@@ -1,4 +1,4 @@
-"""Single-location regression (Marion et al. 2024; THEORY.md section 7).
+"""Single-location regression (Marion et al. 2024; docs/theory.md section 7).
 
 Tokens X_ℓ ∈ R^m, ℓ = 1 … n: X_ℓ ~ N(0, I_m) except one position J, uniform on
 {1, …, n}, with X_J ~ N(√(m/2) k*, γ² I_m). The target is y = ⟨X_J, v*⟩ + ξ,
