@@ -1,4 +1,4 @@
-"""Timing of training plans (docs/theory.md section 5; STYLE.md item 12).
+"""Timing of training plans (docs/theory.md section 5).
 
 Times, after compilation, on occurrence(50):
   1. the three-phase plan (η = 50, 2500, 1; T = 10^4) in closed form, for one

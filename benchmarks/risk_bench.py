@@ -1,4 +1,4 @@
-"""Timing and memory of the exact risk routes (docs/theory.md section 3; STYLE.md item 12).
+"""Timing and memory of the exact risk routes (docs/theory.md section 3).
 
 Times value+grad of the Laplace route (3a) and the lattice route (3b) on
 occurrence languages after compilation, against a naive numpy Monte Carlo

@@ -1,4 +1,4 @@
-"""Throughput and memory of sweeps over training plans (docs/theory.md sections 5-6; STYLE.md item 12).
+"""Throughput and memory of sweeps over training plans (docs/theory.md sections 5-6).
 
 Cases:
   1. the default phase diagram (experiments/configs/phase_diagram.py: three-phase

@@ -1,4 +1,4 @@
-"""The Table 1 protocol: task settings, models, plans and the choice of η (docs/theory.md section 7).
+"""The Table 1 protocol: task settings, models, plans, the choice of η (docs/theory.md §7).
 
 Used by the experiments.table1 binary (and its benchmark and tests) without
 defining any flag:
@@ -21,7 +21,7 @@ import optax
 from absl import app
 
 import lagjax as lj
-from lagjax import tasks, transformer
+from lagjax import tasks, transformer, validation
 from lagjax.task_train import make_batched_runner
 
 LOWER_IS_BETTER = {"accuracy": False, "risk": True, "kl_to_bayes": True}
@@ -51,10 +51,6 @@ def _fail(field: str, allowed: str, value) -> None:
   raise app.UsageError(f"config.{field} must be {allowed}; got {value!r}.")
 
 
-def _is_int(value) -> bool:
-  return isinstance(value, int) and not isinstance(value, bool)
-
-
 def validate(config) -> None:
   """Every field the run reads, checked before any compute; errors name the field."""
   for name in config.tasks:
@@ -65,7 +61,7 @@ def validate(config) -> None:
       _fail("plans", f"a tuple of plan names from {sorted(lj.plans.PLANS)}", config.plans)
   for field, minimum in (("width", 2), ("batch_size", 1), ("records", 1), ("test_size", 1),
                          ("validation_seeds", 1), ("num_seeds", 1), ("seed", 0)):
-    if not (_is_int(config[field]) and config[field] >= minimum):
+    if not (validation.is_int(config[field]) and config[field] >= minimum):
       _fail(field, f"an integer >= {minimum}", config[field])
   if not (isinstance(config.init_scale, float | int) and math.isfinite(config.init_scale)
           and config.init_scale > 0):
@@ -83,24 +79,25 @@ def validate(config) -> None:
     if settings.model not in allowed:
       _fail(f"{field}.model", f"one of {allowed} for the task {name!r} (models: "
             f"{tuple(MODELS)})", settings.model)
-    if not (_is_int(settings.heads) and settings.heads >= 1):
+    if not (validation.is_int(settings.heads) and settings.heads >= 1):
       _fail(f"{field}.heads", "an integer >= 1", settings.heads)
     if settings.query not in transformer.QUERIES:
       _fail(f"{field}.query", f"one of {transformer.QUERIES}", settings.query)
     if settings.positional not in transformer.POSITIONAL:
       _fail(f"{field}.positional", f"one of {tuple(transformer.POSITIONAL)}", settings.positional)
-    if settings.max_len is not None and not (_is_int(settings.max_len) and settings.max_len >= 1):
+    if settings.max_len is not None and not (validation.is_int(settings.max_len)
+                                             and settings.max_len >= 1):
       _fail(f"{field}.max_len", "None (the task's default) or an integer >= 1", settings.max_len)
     if settings.optimizer not in OPTIMIZERS:
       _fail(f"{field}.optimizer", f"one of {tuple(OPTIMIZERS)}", settings.optimizer)
-    if not (_is_int(settings.steps) and settings.steps >= 4):
+    if not (validation.is_int(settings.steps) and settings.steps >= 4):
       _fail(f"{field}.steps", "an integer >= 4 (three_phase needs T/4 >= 1)", settings.steps)
     grid = settings.eta_grid
     if not (isinstance(grid, tuple | list) and grid and all(
         isinstance(eta, float | int) and math.isfinite(eta) and eta > 0 for eta in grid)):
       _fail(f"{field}.eta_grid", "a non-empty tuple of finite step sizes > 0", grid)
     if name == "icl_bigram":
-      if not (_is_int(settings.k) and settings.k >= 2):
+      if not (validation.is_int(settings.k) and settings.k >= 2):
         _fail(f"{field}.k", "an integer >= 2", settings.k)
       if not (isinstance(settings.mean_length, float | int) and settings.mean_length > 1):
         _fail(f"{field}.mean_length", "a number > 1", settings.mean_length)

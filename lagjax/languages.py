@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagjax import lengths as lengths_lib
+from lagjax import validation
 
 KINDS = ("occurrence", "any_of", "all_of")
 
@@ -93,9 +94,7 @@ class Language:
 
 
 def _check_alphabet(d) -> int:
-  if isinstance(d, bool) or int(d) != d or d < 2:
-    raise ValueError(f"alphabet size d must be an integer >= 2; got {d!r}.")
-  return int(d)
+  return validation.check_int("alphabet size d", d, 2, integral_floats=True)
 
 
 def _check_letters(d: int, letters: Sequence[int]) -> tuple[int, ...]:

@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lagjax import validation
+
 
 def _check_probability(name: str, value: float) -> float:
   value = float(value)
@@ -63,9 +65,8 @@ class Fixed:
   n0: int
 
   def __post_init__(self):
-    if int(self.n0) != self.n0 or self.n0 < 1:
-      raise ValueError(f"fixed length n0 must be an integer >= 1; got {self.n0!r}.")
-    object.__setattr__(self, "n0", int(self.n0))
+    object.__setattr__(self, "n0", validation.check_int("fixed length n0", self.n0, 1,
+                                                        integral_floats=True))
 
   @property
   def mean(self) -> float:

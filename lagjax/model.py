@@ -17,13 +17,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lagjax import validation
+
 Params = dict
 
 
 def init_params(d: int, cls: bool = False) -> Params:
   """Zero initialization θ0 = 0, the paper's setting."""
-  if isinstance(d, bool) or int(d) != d or d < 2:
-    raise ValueError(f"d must be an integer >= 2; got {d!r}.")
+  validation.check_int("d", d, 2, integral_floats=True)
   params = {"alpha": jnp.zeros(d), "beta": jnp.zeros(d)}
   if cls:
     params.update(alpha_cls=jnp.zeros(()), beta_cls=jnp.zeros(()))

@@ -25,6 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from lagjax import validation
+
 GROUPS = ("attention", "output", "both")
 ATTENTION_KEYS = ("alpha", "alpha_cls", "W_Q", "W_K")  # the rest is the output group
 
@@ -48,9 +50,7 @@ class Empirical:
   batch_size: int | None = None
 
   def __post_init__(self):
-    if isinstance(self.n_samples, bool) or int(self.n_samples) != self.n_samples or \
-        self.n_samples < 1:
-      raise ValueError(f"Empirical n_samples (N) must be an integer >= 1; got {self.n_samples!r}.")
+    validation.check_int("Empirical n_samples (N)", self.n_samples, 1, integral_floats=True)
     if self.batch_size is not None and not 1 <= self.batch_size:
       raise ValueError(f"Empirical batch_size must be None or >= 1; got {self.batch_size!r}.")
 
@@ -81,8 +81,7 @@ class Phase:
       if not (math.isfinite(eta) and eta >= 0):
         raise ValueError(f"Phase eta (step size) must be finite and >= 0; got {self.eta!r}.")
       object.__setattr__(self, "eta", eta)
-    if isinstance(self.steps, bool) or int(self.steps) != self.steps or self.steps < 1:
-      raise ValueError(f"Phase steps must be an integer >= 1; got {self.steps!r}.")
+    validation.check_int("Phase steps", self.steps, 1, integral_floats=True)
     object.__setattr__(self, "steps", int(self.steps))
     if not isinstance(self.objective, Population | Empirical):
       raise ValueError(f"Phase objective must be Population() or Empirical(N); got "

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lagjax import metrics, plans
+from lagjax import metrics, plans, validation
 from lagjax.train import guard_divergence
 
 MAX_LOSS = 1e8
@@ -62,8 +62,7 @@ def make_task_runner(task, init: Callable, apply: Callable, plan: plans.Plan, *,
     raise ValueError(f"plan must be a lj.plans.Plan; got {type(plan).__name__}.")
   for name, value in (("batch_size", batch_size), ("record_every", record_every),
                       ("test_size", test_size)):
-    if isinstance(value, bool) or int(value) != value or value < 1:
-      raise ValueError(f"{name} must be an integer >= 1; got {value!r}.")
+    validation.check_int(name, value, 1, integral_floats=True)
   total_steps = plan.total_steps
   num_records = -(-total_steps // record_every) + 1
 
@@ -121,8 +120,7 @@ def make_batched_runner(task, init: Callable, apply: Callable, plan: plans.Plan,
 def train_task(task, init: Callable, apply: Callable, plan: plans.Plan, key, *,
                num_seeds: int = 1, **options) -> TaskRun:
   """Runs `plan` on `task` for num_seeds seeds (vmapped); every array gets a seed axis."""
-  if isinstance(num_seeds, bool) or int(num_seeds) != num_seeds or num_seeds < 1:
-    raise ValueError(f"num_seeds must be an integer >= 1; got {num_seeds!r}.")
+  validation.check_int("num_seeds", num_seeds, 1, integral_floats=True)
   runner = make_batched_runner(task, init, apply, plan, **options)
   etas = jnp.tile(jnp.asarray(np.nan_to_num(plan.etas)), (num_seeds, 1))
   return runner(jax.random.split(key, num_seeds), etas)

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lagjax import languages, metrics, model, plans
+from lagjax import languages, metrics, model, plans, validation
 from lagjax import partition as partition_lib
 from lagjax.languages import sample_counts
 from lagjax.risk import base
@@ -103,8 +103,7 @@ def _check_plan_and_options(plan, record_every, max_risk):
   if not isinstance(plan, plans.Plan):
     raise ValueError(f"plan must be a lj.plans.Plan (e.g. lj.plans.three_phase(...)); got "
                      f"{type(plan).__name__}.")
-  if isinstance(record_every, bool) or int(record_every) != record_every or record_every < 1:
-    raise ValueError(f"record_every must be an integer >= 1; got {record_every!r}.")
+  validation.check_int("record_every", record_every, 1, integral_floats=True)
   if not max_risk > 0:
     raise ValueError(f"max_risk must be > 0; got {max_risk!r}.")
 

@@ -32,27 +32,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lagjax import validation
+
 Params = dict
 
 EMBEDDINGS = ("one_hot", "random")
 QUERIES = ("cls", "last")
 
 
-def _is_int(value) -> bool:
-  return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
-
-
 def _check_int(name: str, value, minimum: int, optional: bool = False) -> None:
-  if optional and value is None:
-    return
-  if not (_is_int(value) and value >= minimum):
-    allowed = f"None or an integer >= {minimum}" if optional else f"an integer >= {minimum}"
-    raise ValueError(f"TransformerConfig {name} must be {allowed}; got {value!r}.")
+  validation.check_int(f"TransformerConfig {name}", value, minimum, optional=optional)
 
 
 def _check_choice(name: str, value, allowed) -> None:
-  if value not in allowed:
-    raise ValueError(f"TransformerConfig {name} must be one of {tuple(allowed)}; got {value!r}.")
+  validation.check_choice(f"TransformerConfig {name}", value, allowed)
 
 
 # ---------------------------------------------------------------------------
@@ -157,9 +150,7 @@ class TransformerConfig:
     _check_int("outputs", self.outputs, 1)
     _check_int("max_len", self.max_len, 1, optional=self.positional != "learned")
     for name in ("cls", "previous_token"):
-      if not isinstance(getattr(self, name), bool):
-        raise ValueError(f"TransformerConfig {name} must be True or False; "
-                         f"got {getattr(self, name)!r}.")
+      validation.check_bool(f"TransformerConfig {name}", getattr(self, name))
 
   @property
   def token_dim(self) -> int:
@@ -483,8 +474,7 @@ def slr_init(key, m: int, scale: float = 0.1) -> Params:
 
   scale = 0 is allowed: unlike the KQV form, zero is not a saddle here (∂f/∂ν ≠ 0).
   """
-  if not (_is_int(m) and m >= 1):
-    raise ValueError(f"SLR width m must be an integer >= 1; got {m!r}.")
+  validation.check_int("SLR width m", m, 1)
   if not (isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0):
     raise ValueError(f"scale must be finite and >= 0; got {scale!r}.")
   return _slr_init(key, m, scale)

@@ -1,4 +1,4 @@
-"""Smoke tests of the experiment binaries with tiny configs (STYLE.md item 8).
+"""Smoke tests of the experiment binaries with tiny configs.
 
 Each binary runs as `python -m experiments.X --config experiments/configs/X.py
 --config.field=value ...`, the way a user runs it; the four runs start together

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages, model
+from lagjax import languages, model, validation
 from lagjax import partition as partition_lib
 from lagjax.risk import base
 
@@ -50,8 +50,7 @@ def _draw_chunk(lang: languages.Language, key, lengths, width: int) -> Batch:
 def sample_batches(key, lang: languages.Language, n_samples: int,
                    chunk: int = CHUNK) -> list[Batch]:
   """Draws n_samples strings of `lang`, bucketed by length into padded chunks of `chunk` rows."""
-  if isinstance(n_samples, bool) or int(n_samples) != n_samples or n_samples < 2:
-    raise ValueError(f"n_samples must be an integer >= 2; got {n_samples!r}.")
+  validation.check_int("n_samples", n_samples, 2, integral_floats=True)
   length_key, token_key = jax.random.split(key)
   lengths = np.asarray(lang.length.sample(length_key, (int(n_samples),)))
   buckets = np.maximum(8, 2 ** np.ceil(np.log2(np.maximum(lengths, 1))).astype(np.int64))

@@ -16,7 +16,6 @@ is the smallest N with P(n > N) <= DEFAULT_TAIL.
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -27,6 +26,7 @@ import numpy as np
 
 from lagjax import lengths as lengths_lib
 from lagjax.risk import base as risk_base
+from lagjax.validation import check_choice, check_int, check_positive  # noqa: F401 (re-exported to the task files)
 
 KINDS = ("classification", "regression", "next_token")
 DEFAULT_TAIL = 1e-3
@@ -103,33 +103,7 @@ def make_task(**fields) -> Task:
   return Task(**fields)
 
 
-# Option checks: each error names the field.
-
-
-def check_int(name: str, value, minimum: int) -> int:
-  """An integer (not a bool) >= minimum."""
-  if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-    raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}.")
-  return int(value)
-
-
-def check_positive(name: str, value, allow_zero: bool = False) -> float:
-  """A finite real > 0 (or >= 0 with allow_zero)."""
-  try:
-    number = float(value)
-  except (TypeError, ValueError):
-    number = math.nan
-  if isinstance(value, bool) or not math.isfinite(number) or number < 0 or (
-      number == 0 and not allow_zero):
-    bound = ">= 0" if allow_zero else "> 0"
-    raise ValueError(f"{name} must be a finite real {bound}; got {value!r}.")
-  return number
-
-
-def check_choice(name: str, value, choices) -> str:
-  if value not in choices:
-    raise ValueError(f"{name} must be one of {sorted(choices)}; got {value!r}.")
-  return value
+# Option checks: each error names the field (integers and reals: lagjax.validation).
 
 
 def check_length(length) -> lengths_lib.LengthLaw:
