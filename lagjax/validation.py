@@ -74,3 +74,16 @@ def check_bool(name: str, value) -> bool:
   if not isinstance(value, bool | np.bool_):
     raise ValueError(f"{name} must be True or False; got {value!r}.")
   return bool(value)
+
+
+def require_float64(what: str = "lagjax") -> None:
+  """Raises unless JAX computes in float64 (lagjax's exactness claims assume it).
+
+  lagjax does not switch the process to float64 at import; the user opts in
+  once, with jax.config.update("jax_enable_x64", True), before building anything.
+  """
+  import jax  # local: this module is otherwise free of JAX
+
+  if not jax.config.jax_enable_x64:
+    raise ValueError(f"{what} needs float64: call jax.config.update(\"jax_enable_x64\", True) "
+                     "once, before building anything with lagjax (docs/theory.md, numerics).")
