@@ -87,8 +87,9 @@ def gd_case(lang: lj.Language, partition, steps: int, repeats: int) -> dict:
   calls = []
   for total in (1, steps, 2 * steps):
     plan = lj.plans.joint(GD_ETA, total)
-    runner = jax.jit(make_runner(lang, plan, partition, record_every=total))
-    calls.append((runner, (theta0, jax.random.key(0), jnp.asarray(plan.etas))))
+    runner = jax.jit(make_runner(lang, plan.slots(), partition, num_steps=total,
+                                 record_every=total))
+    calls.append((runner, (theta0, jax.random.key(0), plan.data())))
   times = interleaved_times(calls, repeats)
   run = calls[1][0](*calls[1][1])
   return {"steps": steps, "per_step": float(np.median(times[:, 2] - times[:, 1])) / steps,

@@ -164,7 +164,7 @@ def gd_sweep_case(partition, steps: int, repeats: int) -> dict:
   """
   lang = lj.occurrence(D)
   plan = lj.plans.joint(1.0, steps)
-  runner = make_runner(lang, plan, partition, record_every=steps)
+  runner = make_runner(lang, plan.slots(), partition, num_steps=steps, record_every=steps)
   groups = partition.num_groups
   theta0 = {"alpha": jnp.zeros(groups), "beta": jnp.zeros(groups)}
   key = jax.random.key(0)

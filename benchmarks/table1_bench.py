@@ -83,25 +83,27 @@ def run(quick: bool) -> dict:
   keys = jax.random.split(jax.random.key(0), SEEDS)
   rows, checks = [], {}
   for name in TASKS:
-    task, init, apply = protocol.build(name, config)
+    task, model = protocol.build(name, config)
     settings = config.task_settings[name]
     eta = float(settings.eta_grid[1 if len(settings.eta_grid) > 1 else 0])
     plan = lj.plans.joint(eta, steps)
     options = dict(batch_size=BATCH, record_every=record_every, test_size=512)
-    etas = jnp.full((SEEDS, 1), eta)
-    vmapped = make_batched_runner(task, init, apply, plan, **options)
-    single = jax.jit(make_task_runner(task, init, apply, plan, **options))
+    data = jax.tree_util.tree_map(lambda x: jnp.stack([x] * SEEDS), plan.data())
+    vmapped = make_batched_runner(task, model, plan.slots(), num_steps=steps, **options)
+    single = jax.jit(make_task_runner(task, model, plan.slots(), num_steps=steps, **options))
 
-    def run_loop(keys, single=single, eta_row=etas[0]):
-      return [single(key, eta_row) for key in keys]
+    row = plan.data()
 
-    stepped = step_loop(task, init, apply, eta, steps, record_every) if (
+    def run_loop(keys, single=single, row=row):
+      return [single(key, row) for key in keys]
+
+    stepped = step_loop(task, model.init, model.apply, eta, steps, record_every) if (
         settings.optimizer == "sgd") else None
-    calls = [(vmapped, (keys, etas)), (run_loop, (keys,))]
+    calls = [(vmapped, (keys, data)), (run_loop, (keys,))]
     if stepped is not None:
       calls.append((stepped, (keys,)))
     times = np.median(harness.interleaved_times(calls, repeats), axis=0)
-    together = np.asarray(vmapped(keys, etas).test_metric[:, -1])
+    together = np.asarray(vmapped(keys, data).test_metric[:, -1])
     alone = np.array([float(r.test_metric[-1]) for r in run_loop(keys)])
     checks[name] = float(np.max(np.abs(together - alone)))
     rows.append({"task": name, "optimizer": settings.optimizer, "eta": eta,

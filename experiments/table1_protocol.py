@@ -21,7 +21,8 @@ import optax
 from absl import app
 
 import lagjax as lj
-from lagjax import tasks, transformer, validation
+from lagjax import models, tasks, validation
+from lagjax.models import slr, transformer
 from lagjax.task_train import make_batched_runner
 
 LOWER_IS_BETTER = {"accuracy": False, "risk": True, "kl_to_bayes": True}
@@ -104,16 +105,19 @@ def validate(config) -> None:
 
 
 def build(name: str, config):
-  """(task, init(key), apply(params, fixed, batch)) for a task name and its settings."""
+  """(task, lagjax.models.Model) for a task name and its settings."""
   settings = config.task_settings[name]
   if name == "slr":
     task = tasks.get_task("slr", m=config.width, max_len=settings.max_len)
-    return (task, lambda key: (transformer.slr_init(key, config.width, config.init_scale), {}),
-            lambda params, fixed, batch: transformer.slr_apply(params, batch.inputs, batch.mask))
+    return task, models.Model(
+        lambda key: (slr.init(key, config.width, config.init_scale), {}),
+        lambda params, fixed, batch: slr.apply(params, batch.inputs, batch.mask), slr.GROUPS)
   if settings.model == "direct":
     task = tasks.get_task(name, d=config.width, max_len=settings.max_len)
-    return (task, lambda key: (lj.init_params(config.width), {}),
-            lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask))
+    return task, models.Model(
+        lambda key: (lj.init_params(config.width), {}),
+        lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
+        models.direct.GROUPS)
   model = dict(heads=settings.heads, query=settings.query, positional=settings.positional)
   if name == "icl_bigram":
     task = tasks.get_task(name, k=settings.k, length=lj.geometric(1.0 / settings.mean_length),
@@ -126,21 +130,22 @@ def build(name: str, config):
     task = tasks.get_task(name, d=config.width, max_len=settings.max_len)
     model.update(vocab=config.width)
   model = transformer.TransformerConfig(max_len=task.max_len, **model)
-  return (task, lambda key: transformer.init(key, model, config.init_scale),
-          lambda params, fixed, batch: transformer.apply(params, fixed, model, batch.inputs,
-                                                         batch.mask))
+  return task, models.Model(
+      lambda key: transformer.init(key, model, config.init_scale),
+      lambda params, fixed, batch: transformer.apply(params, fixed, model, batch.inputs,
+                                                     batch.mask), transformer.GROUPS)
+
+
+# Phase lengths of the multi-phase plans as fractions of T (the last phase takes the rest).
+PHASE_FRACTIONS = {"three_phase": (4, 4), "attention_first": (2,)}
 
 
 def make_plan(name: str, eta: float, steps: int, optimizer: str) -> lj.plans.Plan:
   """The plan `name` with step size eta in every phase (phase lengths in the config doc)."""
-  options = {"optimizer": OPTIMIZERS[optimizer]}
-  if name == "three_phase":
-    return lj.plans.three_phase(eta, eta, eta, steps - 2 * (steps // 4), steps1=steps // 4,
-                                steps2=steps // 4, **options)
-  if name == "attention_first":
-    return lj.plans.custom([lj.plans.Phase("attention", eta, steps // 2, **options),
-                            lj.plans.Phase("output", eta, steps - steps // 2, **options)], name)
-  return lj.plans.get_plan(name)(eta, steps, **options)
+  spec = lj.plans.get_plan(name)
+  earlier = tuple(steps // k for k in PHASE_FRACTIONS.get(name, ()))
+  return spec.build({eta_name: eta for eta_name in spec.step_sizes}, steps - sum(earlier),
+                    phase_steps=earlier, optimizer=OPTIMIZERS[optimizer])
 
 
 def final_scores(run):
@@ -157,21 +162,25 @@ def mean_std(values, ok) -> tuple:
 
 def run_cell(config, name: str, plan_name: str, built, validation_key, test_key):
   """Chooses η on the validation seeds, then runs the test seeds; returns (η, test run)."""
-  task, init, apply = built
+  task, model = built
   settings = config.task_settings[name]
   grid = [float(eta) for eta in settings.eta_grid]
   plan = make_plan(plan_name, grid[0], settings.steps, settings.optimizer)
   runner = make_batched_runner(
-      task, init, apply, plan, batch_size=config.batch_size, test_size=config.test_size,
-      record_every=max(1, settings.steps // config.records))
+      task, model, plan.slots(), num_steps=plan.total_steps, batch_size=config.batch_size,
+      test_size=config.test_size, record_every=max(1, settings.steps // config.records))
   phases = len(plan.phases)
+
+  def data(etas):
+    return jax.vmap(lambda row: plan.data(etas=row))(etas)
+
   seeds = config.validation_seeds
   keys = jnp.tile(jax.random.split(validation_key, seeds), len(grid))
   etas = jnp.repeat(jnp.asarray(grid), seeds)[:, None] * jnp.ones(phases)
-  final, ok = final_scores(runner(keys, etas))
+  final, ok = final_scores(runner(keys, data(etas)))
   lower = LOWER_IS_BETTER[task.metric_name]
   # Diverged validation seeds count as the worst score, so a diverging η loses.
   scores = np.where(ok, final, np.inf if lower else -np.inf).reshape(len(grid), seeds).mean(1)
   eta = grid[int(np.argmin(scores) if lower else np.argmax(scores))]
   keys = jax.random.split(test_key, config.num_seeds)
-  return eta, runner(keys, jnp.full((config.num_seeds, phases), eta))
+  return eta, runner(keys, data(jnp.full((config.num_seeds, phases), eta)))

@@ -14,16 +14,16 @@ from lagjax import (  # noqa: E402
     languages,
     lengths,
     metrics,
-    model,
+    models,
     partition,
     plans,
     risk,
     tasks,
-    transformer,
+    validation,
 )
 from lagjax.languages import Language, all_of, any_of, occurrence  # noqa: E402
 from lagjax.lengths import fixed, geometric, shifted_poisson  # noqa: E402
-from lagjax.model import forward_counts, forward_tokens, init_params  # noqa: E402
+from lagjax.models.direct import forward_counts, forward_tokens, init_params  # noqa: E402
 from lagjax.risk import (  # noqa: E402
     RiskResult,
     error_rate,
@@ -36,6 +36,6 @@ from lagjax.train import Run, train, train_kqv  # noqa: E402
 __all__ = [
     "Language", "RiskResult", "Run", "all_of", "any_of", "closed_form", "error_rate", "fixed",
     "forward_counts", "forward_tokens", "geometric", "init_params", "languages", "lengths",
-    "metrics", "model", "occurrence", "partition", "plans", "population_risk", "risk", "risk_fn",
-    "sampled_risk", "shifted_poisson", "tasks", "train", "train_kqv", "transformer",
+    "metrics", "models", "occurrence", "partition", "plans", "population_risk", "risk", "risk_fn",
+    "sampled_risk", "shifted_poisson", "tasks", "train", "train_kqv", "validation",
 ]

@@ -1,23 +1,34 @@
-"""Training plans as optax transformations (docs/theory.md section 5).
+"""Training plans (docs/theory.md section 5): phases, plans as data, the plan registry.
 
 A plan is a sequence of phases. Each phase trains one parameter group
-("attention" = α and α_cls (W_Q, W_K in the KQV form), "output" = β and
-β_cls (W_V, w_o), or "both") with its own
-optax optimizer and step size (a number or an optax schedule of the phase's
-own step) for a number of steps, on an objective (the population risk, or the
-empirical risk of fresh samples).
+("attention", "output" or "both"; a model declares which of its parameters
+form each group, lagjax.models) with its own optax optimizer and step size (a
+number or an optax schedule of the phase's own step) for a number of steps, on
+an objective (the population risk, or the empirical risk of fresh samples).
 
-`Plan.transformation()` is one `optax.GradientTransformation`: the phase
-active at the global step is picked with `lax.switch`, its optimizer runs
-under `optax.partition` with the other group set to zero, and only the active
-phase's state advances. So a whole plan jits once, whatever its phases.
+Plans as data. For compilation a plan splits into a static part, its slots
+(`Plan.slots`: optimizer, schedule and objective of each phase), and arrays
+(`Plan.data`: each phase's length, step size and trained groups). Plans that
+share their slots run through one compiled program whatever their step sizes,
+phase lengths and groups: padding with zero-length slots lets joint, three-phase,
+attention-first, output-only and attention-only plans share one compilation.
+
+`transformation(slots, data, labels)` is the plan as one
+`optax.GradientTransformation`: the slot active at the step is picked with
+`lax.switch`, its optimizer runs on the gradient masked to the slot's groups,
+and the update is scaled by the slot's step size. Optimizers are applied with
+learning rate 1 and scaled afterwards, which equals optax's own learning-rate
+scaling for every optimizer built as chain(..., scale_by_learning_rate(η)).
+
+`PLANS` maps each named plan to its `PlanSpec`: the group of each phase and the
+step-size name feeding it; `PlanSpec.build` builds any named plan uniformly.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import jax
@@ -28,7 +39,7 @@ import optax
 from lagjax import validation
 
 GROUPS = ("attention", "output", "both")
-ATTENTION_KEYS = ("alpha", "alpha_cls", "W_Q", "W_K")  # the rest is the output group
+_TRAINS = {"attention": (True, False), "output": (False, True), "both": (True, True)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,14 +98,46 @@ class Phase:
       raise ValueError(f"Phase objective must be Population() or Empirical(N); got "
                        f"{self.objective!r}.")
 
-  def trains(self, key: str) -> bool:
-    """Whether this phase updates parameter `key`."""
-    return self.group == "both" or (key in ATTENTION_KEYS) == (self.group == "attention")
+  def trains(self, group: str) -> bool:
+    """Whether this phase updates the parameter group `group` ("attention" or "output")."""
+    return _TRAINS[self.group][("attention", "output").index(group)]
 
 
 class PlanState(NamedTuple):
   count: jax.Array
   inner: tuple
+
+
+class PlanData(NamedTuple):
+  """A plan's arrays, one entry per slot (traceable and vmappable).
+
+  Attributes:
+    lengths: (S,) steps of each slot (0 for a padding slot).
+    etas: (S,) step size of each slot (ignored where the slot has a schedule).
+    trains: (S, 2) whether each slot trains the attention and the output group.
+  """
+
+  lengths: jax.Array
+  etas: jax.Array
+  trains: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+  """The static part of a phase: what changes the compiled program."""
+
+  optimizer: Callable = optax.sgd
+  schedule: Callable | None = None
+  objective: Population | Empirical = Population()
+
+
+def phase_index(step, lengths):
+  """Index of the slot active at global `step` for slot lengths (S,) (clipped to the last).
+
+  Zero-length slots are never active: searchsorted passes over equal boundaries.
+  """
+  ends = jnp.cumsum(jnp.asarray(lengths))
+  return jnp.minimum(jnp.searchsorted(ends, step, side="right"), ends.shape[0] - 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +165,7 @@ class Plan:
 
   def phase_index(self, step):
     """Index of the phase active at global step `step` (clipped to the last phase)."""
-    index = jnp.searchsorted(jnp.asarray(self.boundaries[1:]), step, side="right")
-    return jnp.minimum(index, len(self.phases) - 1)
+    return phase_index(step, np.array([p.steps for p in self.phases]))
 
   def learning_rate(self) -> Callable:
     """The plan's step size as a function of the global step (optax.join_schedules)."""
@@ -131,62 +173,161 @@ class Plan:
                  for p in self.phases]
     return optax.join_schedules(schedules, [int(b) for b in self.boundaries[1:-1]])
 
-  def structure(self) -> Plan:
-    """This plan with constant step sizes zeroed: equal for plans that differ only in
-    their constant step sizes, so one compiled runner serves them all."""
-    return Plan(tuple(dataclasses.replace(p, eta=p.eta if callable(p.eta) else 0.0)
-                      for p in self.phases), self.name)
-
   @property
   def etas(self) -> np.ndarray:
     """Constant step sizes of the phases (NaN where a phase has a schedule)."""
     return np.array([np.nan if callable(p.eta) else p.eta for p in self.phases])
 
-  def transformation(self, etas=None) -> optax.GradientTransformation:
-    """The whole plan as one optax transformation over {"alpha", "beta", ...} params.
+  def slots(self, num_slots: int | None = None) -> tuple[Slot, ...]:
+    """The static slots, padded to num_slots with copies of the last phase's slot."""
+    slots = tuple(Slot(p.optimizer, p.eta if callable(p.eta) else None, p.objective)
+                  for p in self.phases)
+    return slots + (slots[-1],) * (_num_slots(self, num_slots) - len(slots))
+
+  def data(self, num_slots: int | None = None, etas=None) -> PlanData:
+    """The plan's arrays, padded to num_slots with zero-length slots.
 
     Args:
-      etas: optional (#phases,) array of step sizes replacing the constant ones
-        (may be traced, e.g. vmapped over a sweep); phases with a schedule keep it.
+      num_slots: number of slots (default: the number of phases).
+      etas: optional (#phases,) step sizes replacing the constant ones (may be traced).
     """
-    etas = [None] * len(self.phases) if etas is None else [etas[i] for i in range(len(self.phases))]
-    phase_txs = [_phase_transformation(p, eta) for p, eta in zip(self.phases, etas)]
+    padding = _num_slots(self, num_slots) - len(self.phases)
+    etas = np.nan_to_num(self.etas) if etas is None else etas
+    return PlanData(
+        lengths=jnp.asarray([p.steps for p in self.phases] + [0] * padding),
+        etas=jnp.concatenate([jnp.asarray(etas, jnp.float64), jnp.zeros(padding)]),
+        trains=jnp.asarray([_TRAINS[p.group] for p in self.phases] + [(False, False)] * padding))
 
-    def init_fn(params):
-      return PlanState(jnp.zeros([], jnp.int64), tuple(tx.init(params) for tx in phase_txs))
+  def transformation(self, labels: Callable, etas=None) -> optax.GradientTransformation:
+    """The whole plan as one optax transformation.
 
-    def update_fn(updates, state, params=None):
-      def branch(i):
-        def apply(operands):
-          grads, inner = operands
-          new_updates, new_inner_i = phase_txs[i].update(grads, inner[i], params)
-          return new_updates, inner[:i] + (new_inner_i,) + inner[i + 1:]
-        return apply
-
-      index = self.phase_index(state.count)
-      new_updates, inner = jax.lax.switch(index, [branch(i) for i in range(len(phase_txs))],
-                                          (updates, state.inner))
-      return new_updates, PlanState(state.count + 1, inner)
-
-    return optax.GradientTransformation(init_fn, update_fn)
+    Args:
+      labels: params -> {name: "attention" | "output"} (a model's declared groups, e.g.
+        functools.partial(lagjax.models.group_labels, lagjax.models.direct.GROUPS)).
+      etas: optional (#phases,) step sizes replacing the constant ones (may be traced).
+    """
+    return transformation(self.slots(), self.data(etas=etas), labels)
 
 
-def _labels(params):
-  return {k: ("attention" if k in ATTENTION_KEYS else "output") for k in params}
+def _num_slots(plan: Plan, num_slots: int | None) -> int:
+  if num_slots is None:
+    return len(plan.phases)
+  if num_slots < len(plan.phases):
+    raise ValueError(f"num_slots = {num_slots} is fewer than the plan's {len(plan.phases)} "
+                     "phases.")
+  return num_slots
 
 
-def _phase_transformation(phase: Phase, eta=None) -> optax.GradientTransformation:
-  """The phase's optimizer on its group; the other group receives zero updates."""
-  inner = phase.optimizer(learning_rate=phase.eta if eta is None or callable(phase.eta) else eta)
-  frozen = optax.set_to_zero()
-  transforms = {"attention": inner if phase.trains("alpha") else frozen,
-                "output": inner if phase.trains("beta") else frozen}
-  return optax.partition(transforms, _labels)
+def transformation(slots: Sequence[Slot], data: PlanData,
+                   labels: Callable) -> optax.GradientTransformation:
+  """A plan given as static slots and (possibly traced) arrays, as one optax transformation."""
+  directions = [slot.optimizer(learning_rate=1.0) for slot in slots]
+  starts = jnp.concatenate([jnp.zeros(1, jnp.asarray(data.lengths).dtype),
+                            jnp.cumsum(data.lengths)])
+
+  def init_fn(params):
+    return PlanState(jnp.zeros([], jnp.int64), tuple(d.init(params) for d in directions))
+
+  def update_fn(updates, state, params=None):
+    index = phase_index(state.count, data.lengths)
+    local_step = state.count - starts[index]
+    group = labels(updates)
+
+    def branch(i):
+      def apply(operands):
+        grads, inner = operands
+        trained = {name: data.trains[i, 0 if group[name] == "attention" else 1]
+                   for name in grads}
+        masked = {name: jnp.where(trained[name], value, 0.0) for name, value in grads.items()}
+        direction, new_inner = directions[i].update(masked, inner[i], params)
+        rate = data.etas[i] if slots[i].schedule is None else slots[i].schedule(local_step)
+        scaled = {name: jnp.where(trained[name], rate * value, 0.0)
+                  for name, value in direction.items()}
+        return scaled, inner[:i] + (new_inner,) + inner[i + 1:]
+      return apply
+
+    new_updates, inner = jax.lax.switch(index, [branch(i) for i in range(len(slots))],
+                                        (updates, state.inner))
+    return new_updates, PlanState(state.count + 1, inner)
+
+  return optax.GradientTransformation(init_fn, update_fn)
 
 
 # ---------------------------------------------------------------------------
-# The named plans of docs/theory.md section 5.
+# The registry of named plans (docs/theory.md section 5).
 # ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanSpec:
+  """A named plan: the group of each phase and the step-size name feeding it.
+
+  Every phase but the last lasts `phase_steps` (default one step each); the last
+  lasts `steps`. Calling the spec with the step sizes then `steps` builds the plan.
+  """
+
+  name: str
+  groups: tuple[str, ...]
+  eta_names: tuple[str, ...]
+
+  @property
+  def step_sizes(self) -> tuple[str, ...]:
+    """The plan's distinct step-size names, in order of first use."""
+    return tuple(dict.fromkeys(self.eta_names))
+
+  def build(self, etas: Mapping[str, float] | Sequence[float], steps: int, *,
+            phase_steps: Sequence[int] | None = None, objectives=None,
+            **phase_options) -> Plan:
+    """The plan with these step sizes (by name, or in `step_sizes` order) and lengths.
+
+    Args:
+      etas: step sizes, a mapping over `step_sizes` or a sequence in that order.
+      steps: length of the last phase.
+      phase_steps: lengths of the phases before the last (default 1 each).
+      objectives: optional objective of each phase (else phase_options' or Population()).
+      **phase_options: Phase fields shared by every phase (optimizer, objective).
+    """
+    if not isinstance(etas, Mapping):
+      etas = list(etas)
+      if len(etas) != len(self.step_sizes):
+        raise ValueError(f"plan {self.name!r} takes the step sizes {self.step_sizes}; got "
+                         f"{len(etas)} values.")
+      etas = dict(zip(self.step_sizes, etas))
+    missing = [name for name in self.step_sizes if name not in etas]
+    if missing:
+      raise ValueError(f"plan {self.name!r} needs the step sizes {self.step_sizes}; missing "
+                       f"{missing}.")
+    earlier = (1,) * (len(self.groups) - 1) if phase_steps is None else tuple(phase_steps)
+    if len(earlier) != len(self.groups) - 1:
+      raise ValueError(f"plan {self.name!r} takes phase_steps for its first "
+                       f"{len(self.groups) - 1} phases; got {phase_steps!r}.")
+    lengths = (*earlier, steps)
+    phases = []
+    for i, (group, eta_name) in enumerate(zip(self.groups, self.eta_names)):
+      options = dict(phase_options)
+      if objectives is not None:
+        options["objective"] = objectives[i]
+      phases.append(Phase(group, etas[eta_name], lengths[i], **options))
+    return Plan(tuple(phases), self.name)
+
+  def __call__(self, *etas_then_steps, **options) -> Plan:
+    *etas, steps = etas_then_steps
+    return self.build(etas, steps, **options)
+
+
+PLANS: dict[str, PlanSpec] = {spec.name: spec for spec in (
+    PlanSpec("joint", ("both",), ("eta",)),
+    PlanSpec("three_phase", ("output", "attention", "output"), ("eta1", "eta2", "eta3")),
+    PlanSpec("attention_first", ("attention", "output"), ("eta2", "eta3")),
+    PlanSpec("output_only", ("output",), ("eta",)),
+    PlanSpec("attention_only", ("attention",), ("eta",)),
+)}
+
+
+def get_plan(name: str) -> PlanSpec:
+  """The registered plan `name`; an unknown name lists the known ones."""
+  validation.check_choice("plan name", name, tuple(PLANS))
+  return PLANS[name]
 
 
 def custom(phases, name: str = "custom") -> Plan:
@@ -195,37 +336,24 @@ def custom(phases, name: str = "custom") -> Plan:
 
 def joint(eta, steps: int, **phase_options) -> Plan:
   """Both groups, `steps` steps of size eta."""
-  return Plan((Phase("both", eta, steps, **phase_options),), "joint")
+  return PLANS["joint"].build([eta], steps, **phase_options)
 
 
 def three_phase(eta1, eta2, eta3, steps: int, *, steps1: int = 1, steps2: int = 1,
-                objectives=(Population(),) * 3, **phase_options) -> Plan:
+                **options) -> Plan:
   """Output steps1 steps (η1), attention steps2 steps (η2), output `steps` steps (η3)."""
-  o1, o2, o3 = objectives
-  return Plan((Phase("output", eta1, steps1, objective=o1, **phase_options),
-               Phase("attention", eta2, steps2, objective=o2, **phase_options),
-               Phase("output", eta3, steps, objective=o3, **phase_options)), "three_phase")
+  return PLANS["three_phase"].build([eta1, eta2, eta3], steps, phase_steps=(steps1, steps2),
+                                    **options)
 
 
-def attention_first(eta2, eta3, steps: int, **phase_options) -> Plan:
-  """Attention 1 step (η2), then output `steps` steps (η3)."""
-  return Plan((Phase("attention", eta2, 1, **phase_options),
-               Phase("output", eta3, steps, **phase_options)), "attention_first")
+def attention_first(eta2, eta3, steps: int, **options) -> Plan:
+  """Attention 1 step (η2, or phase_steps=(k,)), then output `steps` steps (η3)."""
+  return PLANS["attention_first"].build([eta2, eta3], steps, **options)
 
 
 def output_only(eta, steps: int, **phase_options) -> Plan:
-  return Plan((Phase("output", eta, steps, **phase_options),), "output_only")
+  return PLANS["output_only"].build([eta], steps, **phase_options)
 
 
 def attention_only(eta, steps: int, **phase_options) -> Plan:
-  return Plan((Phase("attention", eta, steps, **phase_options),), "attention_only")
-
-
-PLANS = {"joint": joint, "three_phase": three_phase, "attention_first": attention_first,
-         "output_only": output_only, "attention_only": attention_only}
-
-
-def get_plan(name: str) -> Callable[..., Plan]:
-  if name not in PLANS:
-    raise ValueError(f"unknown plan {name!r}; known plans: {sorted(PLANS)}.")
-  return PLANS[name]
+  return PLANS["attention_only"].build([eta], steps, **phase_options)

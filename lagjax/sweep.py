@@ -25,8 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from lagjax import closed_form, languages, metrics, model, plans
+from lagjax import closed_form, languages, metrics, plans
 from lagjax import partition as partition_lib
+from lagjax.models import direct
 from lagjax.risk import error as error_lib
 from lagjax.risk import resolve_route
 from lagjax.train import choose_partition, make_runner
@@ -120,15 +121,15 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
 
     return evaluate, "closed_form"
 
-  partition = choose_partition(lang, model.init_params(lang.d), plan, "auto")
+  partition = choose_partition(lang, direct.init_params(lang.d), plan, "auto")
   record_every = max(1, math.ceil(plan.total_steps / num_records))
-  runner = make_runner(lang, plan, partition, loss=loss, route=route, record_every=record_every,
-                       max_risk=max_risk)
+  runner = make_runner(lang, plan.slots(), partition, num_steps=plan.total_steps, loss=loss,
+                       route=route, record_every=record_every, max_risk=max_risk)
   theta0 = jax.tree_util.tree_map(jnp.asarray, {"alpha": jnp.zeros(partition.num_groups),
                                                 "beta": jnp.zeros(partition.num_groups)})
 
   def evaluate(etas, seed):
-    run = runner(theta0, jax.random.key(seed), etas)
+    run = runner(theta0, jax.random.key(seed), plan.data(etas=etas))
     return _summary(run.risk, run.error[-1], run.alpha, run.beta, run.steps, run.diverged,
                     run.diverged_step, letter)
 
@@ -139,7 +140,7 @@ def _summary(risk, error, alpha, beta, steps, diverged, diverged_step, letter, u
   lag = metrics.lag_metrics(alpha, beta, steps) if uniform is None else metrics.lag_metrics(
       alpha[uniform], beta[uniform], steps[uniform])
   return {"final_risk": risk[-1], "error": error,
-          "margin": model.attention_margin({"alpha": alpha[-1]}, letter),
+          "margin": direct.attention_margin({"alpha": alpha[-1]}, letter),
           "lag_gap": lag.lag_gap, "diverged": diverged, "diverged_step": diverged_step,
           "risk_path": risk, "record_steps": steps}
 

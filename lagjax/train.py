@@ -1,8 +1,10 @@
 """Running a plan with exact population or empirical gradients (docs/theory.md sections 3b, 5).
 
-`train(lang, plan)` runs the whole plan in one `jax.lax.scan`, compiled once
-per plan structure. Step sizes enter as an array argument, so sweeps vmap over
-them without recompiling.
+`train(lang, plan)` runs the whole plan through the one training loop of
+lagjax.runner, compiled once per slot structure: step sizes, phase lengths and
+groups enter as the plan's arrays (PlanData), so sweeps vmap over them without
+recompiling. This module supplies the loop's objective (the exact population
+risk, or the empirical risk of each phase's sample) and records.
 
 Tied fast path: when θ0 is constant on the groups of `partition.of_language`
 and every phase uses the population risk, gradient descent keeps the tie, and
@@ -12,22 +14,23 @@ optimizer is applied to that, so the run equals the full-d run.
 
 Divergence: a step whose objective or new parameters are not finite, or whose
 objective exceeds `max_risk`, freezes the run at its last finite parameters and
-marks it diverged at that step.
+marks it diverged at that step (runner.guard_divergence).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from lagjax import languages, metrics, model, plans, validation
+from lagjax import languages, metrics, models, plans, runner, validation
 from lagjax import partition as partition_lib
 from lagjax.languages import sample_counts
+from lagjax.models import direct, kqv
 from lagjax.risk import base
 from lagjax.risk import error as error_lib
 from lagjax.risk import risk_fn as build_route
@@ -73,16 +76,6 @@ class Run:
     return metrics.lag_metrics(self.alpha, self.beta, self.steps)
 
 
-def guard_divergence(value, max_value, proposed, current, t):
-  """(params, state, diverged, diverged_step) after a step: the proposed (params, state)
-  if the objective is finite and <= max_value and the new params are finite, else the
-  current ones, with the run marked diverged at step t."""
-  finite = jnp.isfinite(value) & (value <= max_value) & jnp.all(jnp.array(
-      [jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(proposed[0])]))
-  keep = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old), proposed, current)
-  return (*keep, ~finite, jnp.where(finite, -1, t))
-
-
 def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
   """The group partition to simulate on (see module docstring)."""
   if tied not in (True, False, "auto"):
@@ -108,26 +101,28 @@ def _check_plan_and_options(plan, record_every, max_risk):
     raise ValueError(f"max_risk must be > 0; got {max_risk!r}.")
 
 
-def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition_lib.Partition,
-                *, loss="squared", route="auto", cls: bool = False, record_every: int = 1,
+def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
+                partition: partition_lib.Partition, *, num_steps: int, loss="squared",
+                route="auto", cls: bool = False, record_every: int = 1,
                 max_risk: float = MAX_RISK, error_samples: int = error_lib.ERROR_SAMPLES,
                 kqv_fixed: dict | None = None):
-  """Builds run(theta0_grouped, key, etas) -> Run for one plan structure (not jitted).
+  """Builds run(theta0_grouped, key, data) -> Run for one slot structure (not jitted).
 
-  theta0_grouped holds one entry per group of `partition`; etas is a (#phases,)
-  array of step sizes (traceable: vmap it for sweeps). With `kqv_fixed` (the
-  fixed embeddings of model.init_kqv) the trained parameters are the KQV
-  weights, mapped to (α, β) for the objective and the records.
+  theta0_grouped holds one entry per group of `partition`; data is the plan's
+  PlanData (traceable: vmap it for sweeps; any plan with these slots and at most
+  num_steps steps). With `kqv_fixed` (the fixed embeddings of models.kqv.init_kqv)
+  the trained parameters are the KQV weights, mapped to (α, β) for the objective
+  and the records.
   """
-  _check_plan_and_options(plan, record_every, max_risk)
   loss_fn = base.get_loss(loss)
   population = build_route(lang, loss=loss, route=route, partition=partition, cls=cls)
   report = population.report
   sizes = jnp.asarray(partition.sizes)
   error_report, error_route = error_lib.best_route(lang, partition, error_samples)
-  total_steps = plan.total_steps
-  num_records = -(-total_steps // record_every) + 1
   letter = lang.letters[0]
+  to_direct = (lambda params: params) if kqv_fixed is None else functools.partial(
+      kqv.kqv_to_direct, fixed=kqv_fixed)
+  groups = direct.GROUPS if kqv_fixed is None else kqv.GROUPS
 
   def per_token(grads):
     """Gradient w.r.t. one token's parameter: tied gradient / group size (docs/theory.md 3b)."""
@@ -135,20 +130,15 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
       return grads
     return dict(grads, alpha=grads["alpha"] / sizes, beta=grads["beta"] / sizes)
 
-  def to_direct(params):
-    return params if kqv_fixed is None else model.kqv_to_direct(params, kqv_fixed)
+  def population_objective(objective: plans.Population):
+    same = objective.route in ("auto", population.name)
+    risk = population.risk if same else build_route(
+        lang, loss=loss, route=objective.route, partition=partition, cls=cls).risk
+    value_and_grad = jax.value_and_grad(lambda p: risk(to_direct(p)))
+    return lambda params, step_key: value_and_grad(params)
 
-  def objective_branch(phase_index: int, key):
-    """value_and_grad(params, step_key) of phase `phase_index`'s objective."""
-    objective = plan.phases[phase_index].objective
-    if isinstance(objective, plans.Population):
-      same = objective.route in ("auto", population.name)
-      risk = population.risk if same else build_route(
-          lang, loss=loss, route=objective.route, partition=partition, cls=cls).risk
-      value_and_grad = jax.value_and_grad(lambda p: risk(to_direct(p)))
-      return lambda params, step_key: value_and_grad(params)
-    counts, labels = sample_counts(jax.random.fold_in(key, phase_index), lang,
-                                   objective.n_samples)
+  def empirical_objective(objective: plans.Empirical, phase_key):
+    counts, labels = sample_counts(phase_key, lang, objective.n_samples)
 
     def empirical(params, step_key):
       if objective.batch_size is None:
@@ -156,56 +146,70 @@ def make_runner(lang: languages.Language, plan: plans.Plan, partition: partition
       else:
         rows = jax.random.randint(step_key, (objective.batch_size,), 0, objective.n_samples)
         batch_counts, batch_labels = counts[rows], labels[rows]
-      outputs = model.forward_counts(to_direct(params), batch_counts)
+      outputs = direct.forward_counts(to_direct(params), batch_counts)
       return jnp.mean(loss_fn(outputs, batch_labels))
 
     return jax.value_and_grad(empirical)
 
-  def record(params, step):
-    params = to_direct(params)
-    population_report = report(params)
-    token_alpha = partition.expand(params["alpha"])
-    return {"steps": jnp.minimum(step, total_steps), "risk": population_report["risk"],
-            "error": error_report(params)["error"], "alpha": token_alpha,
-            "beta": partition.expand(params["beta"]),
-            "margin": model.attention_margin({"alpha": token_alpha}, letter),
-            "grid_covered": population_report.get("grid_covered", jnp.array(True))}
+  # Slots with equal population objectives share one branch (one copy in the program);
+  # each empirical slot has its own sample, drawn from the key folded with its index.
+  population_slots = {}
+  branch_of = []
+  for i, slot in enumerate(slots):
+    if isinstance(slot.objective, plans.Population):
+      branch_of.append(population_slots.setdefault(slot.objective, len(branch_of)))
+    else:
+      branch_of.append(i)
+  branch_of = jnp.asarray(branch_of)
 
-  def run(theta0, key, etas):
-    tx = plan.transformation(etas)
-    branches = [objective_branch(i, key) for i in range(len(plan.phases))]
+  def objective(key):
+    branches = [population_objective(slot.objective)
+                if isinstance(slot.objective, plans.Population)
+                else empirical_objective(slot.objective, jax.random.fold_in(key, i))
+                for i, slot in enumerate(slots)]
+    used = sorted(set(branch_of.tolist()))
 
-    def step(carry, t):
-      params, opt_state, diverged, diverged_step = carry
+    def step_objective(params, t, phase):
+      step_key = jax.random.fold_in(key, t)
+      if len(used) == 1:
+        value, grads = branches[used[0]](params, step_key)
+      else:
+        value, grads = jax.lax.switch(jnp.searchsorted(jnp.asarray(used), branch_of[phase]),
+                                      [branches[i] for i in used], params, step_key)
+      return value, per_token(grads)
 
-      def do_step(_):
-        value, grads = jax.lax.switch(plan.phase_index(t), branches, params,
-                                      jax.random.fold_in(key, t))
-        updates, new_state = tx.update(per_token(grads), opt_state, params)
-        new_params = optax.apply_updates(params, updates)
-        return guard_divergence(value, max_risk, (new_params, new_state), (params, opt_state), t)
+    return step_objective
 
-      active = (t < total_steps) & ~diverged
-      new = jax.lax.cond(active, do_step, lambda _: carry, None)
-      return new, None
+  def record(key):
+    del key
 
-    def block(carry, k):
-      recorded = record(carry[0], k * record_every)
-      steps = k * record_every + jnp.arange(record_every)
-      carry, _ = jax.lax.scan(step, carry, steps)
-      return carry, recorded
+    def record_fn(params, step):
+      params = to_direct(params)
+      population_report = report(params)
+      token_alpha = partition.expand(params["alpha"])
+      return {"risk": population_report["risk"], "error": error_report(params)["error"],
+              "alpha": token_alpha, "beta": partition.expand(params["beta"]),
+              "margin": direct.attention_margin({"alpha": token_alpha}, letter),
+              "grid_covered": population_report.get("grid_covered", jnp.array(True))}
 
-    init = (theta0, tx.init(theta0), jnp.array(False), jnp.array(-1))
-    (params, _, diverged, diverged_step), records = jax.lax.scan(
-        block, init, jnp.arange(num_records))
-    params = to_direct(params)
+    return record_fn
+
+  loop = runner.make_runner(slots, functools.partial(models.group_labels, groups), objective,
+                            record, num_steps=num_steps, record_every=record_every,
+                            max_value=max_risk)
+
+  def run(theta0, key, data: plans.PlanData) -> Run:
+    trace = loop(theta0, key, data)
+    params = to_direct(trace.params)
     token_params = dict(params, alpha=partition.expand(params["alpha"]),
                         beta=partition.expand(params["beta"]))
+    records = trace.records
     return Run(params=token_params, steps=records["steps"], risk=records["risk"],
                error=records["error"], alpha=records["alpha"], beta=records["beta"],
-               margin=records["margin"], diverged=diverged, diverged_step=diverged_step,
-               grid_covered=jnp.all(records["grid_covered"]), route=population.name,
-               error_route=error_route, tied=partition.num_groups < lang.d)
+               margin=records["margin"], diverged=trace.diverged,
+               diverged_step=trace.diverged_step, grid_covered=jnp.all(records["grid_covered"]),
+               route=population.name, error_route=error_route,
+               tied=partition.num_groups < lang.d)
 
   return run
 
@@ -233,25 +237,27 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
   if not isinstance(lang, languages.Language):
     raise ValueError(f"lang must be a Language; got {type(lang).__name__}.")
   _check_plan_and_options(plan, record_every, max_risk)
-  theta0 = model.init_params(lang.d) if theta0 is None else theta0
-  model.check_params(theta0, lang.d)
+  theta0 = direct.init_params(lang.d) if theta0 is None else theta0
+  direct.check_params(theta0, lang.d)
   partition = choose_partition(lang, theta0, plan, tied)
-  runner = _compiled_runner(lang, plan.structure(), partition, loss, route,
-                            model.has_cls(theta0), record_every, max_risk)
+  run = _compiled_runner(lang, plan.slots(), plan.total_steps, partition, loss, route,
+                         direct.has_cls(theta0), record_every, max_risk)
   grouped = dict(theta0, alpha=jnp.asarray(partition.group(jnp.asarray(theta0["alpha"]))),
                  beta=jnp.asarray(partition.group(jnp.asarray(theta0["beta"]))))
   key = jax.random.key(0) if key is None else key
-  etas = jnp.asarray(np.nan_to_num(plan.etas))
+  data = plan.data()
   if num_seeds is None:
-    return runner(grouped, key, etas)
+    return run(grouped, key, data)
   keys = jax.random.split(key, num_seeds)
-  return jax.vmap(runner, in_axes=(None, 0, None))(grouped, keys, etas)
+  return jax.vmap(run, in_axes=(None, 0, None))(grouped, keys, data)
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_runner(lang, plan, partition, loss, route, cls, record_every, max_risk):
-  return jax.jit(make_runner(lang, plan, partition, loss=loss, route=route, cls=cls,
-                             record_every=record_every, max_risk=max_risk))
+def _compiled_runner(lang, slots, num_steps, partition, loss, route, cls, record_every,
+                     max_risk):
+  return jax.jit(make_runner(lang, slots, partition, num_steps=num_steps, loss=loss,
+                             route=route, cls=cls, record_every=record_every,
+                             max_risk=max_risk))
 
 
 def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float = 0.1,
@@ -267,8 +273,8 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
     raise ValueError(f"lang must be a Language; got {type(lang).__name__}.")
   _check_plan_and_options(plan, record_every, max_risk)
   init_key, run_key = jax.random.split(key)
-  trainable, fixed = model.init_kqv(init_key, lang.d, width=width, key_dim=key_dim, scale=scale)
-  runner = jax.jit(make_runner(lang, plan, partition_lib.singletons(lang.d), loss=loss,
-                               route=route, record_every=record_every, max_risk=max_risk,
-                               kqv_fixed=fixed))
-  return runner(trainable, run_key, jnp.asarray(np.nan_to_num(plan.etas)))
+  trainable, fixed = kqv.init_kqv(init_key, lang.d, width=width, key_dim=key_dim, scale=scale)
+  run = jax.jit(make_runner(lang, plan.slots(), partition_lib.singletons(lang.d),
+                            num_steps=plan.total_steps, loss=loss, route=route,
+                            record_every=record_every, max_risk=max_risk, kqv_fixed=fixed))
+  return run(trainable, run_key, plan.data())

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import lagjax as lj
-from lagjax import model
+from lagjax.models import direct as model
+from lagjax.models import kqv
 
 D = 4
 
@@ -208,11 +209,11 @@ def test_lang_not_a_language():
 @pytest.mark.parametrize("scale", [0.0, -1.0, math.nan])
 def test_init_kqv_scale(scale):
   """The KQV init scale must be finite and > 0."""
-  with pytest.raises(ValueError, match="scale must be finite and > 0"):
-    model.init_kqv(jax.random.key(0), D, scale=scale)
+  with pytest.raises(ValueError, match="scale must be a finite real > 0"):
+    kqv.init_kqv(jax.random.key(0), D, scale=scale)
 
 
 def test_init_kqv_embeddings_shape():
   """Embeddings must have shape (d, width)."""
   with pytest.raises(ValueError, match=r"embeddings must have shape \(4, 3\)"):
-    model.init_kqv(jax.random.key(0), D, width=3, embeddings=np.eye(D))
+    kqv.init_kqv(jax.random.key(0), D, width=3, embeddings=np.eye(D))

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import lagjax as lj
-from lagjax import model
+from lagjax.models import direct as model
+from lagjax.models import kqv
 
 D = 5
 
@@ -162,7 +163,7 @@ def test_kqv_to_direct_hand_computed():
                "W_V": jnp.array([[1.0, 2.0], [3.0, 4.0]]),
                "w_o": jnp.array([2.0, 1.0])}
   fixed = {"E": jnp.eye(2), "e_cls": jnp.ones(2) / math.sqrt(2)}
-  direct = model.kqv_to_direct(trainable, fixed)
+  direct = kqv.kqv_to_direct(trainable, fixed)
   np.testing.assert_allclose(direct["alpha"], [5.0, 6.0], rtol=1e-15)
   np.testing.assert_allclose(direct["beta"], [4.0, 10.0], rtol=1e-15)
 
@@ -173,7 +174,7 @@ def test_kqv_to_direct_with_embeddings_and_key_dim():
   rng = np.random.default_rng(3)
   embeddings = rng.standard_normal((d, width))
   query = rng.standard_normal(width)
-  trainable, fixed = model.init_kqv(jax.random.key(0), d, key_dim=key_dim, scale=1.0,
+  trainable, fixed = kqv.init_kqv(jax.random.key(0), d, key_dim=key_dim, scale=1.0,
                                     embeddings=embeddings, query=query)
   chex.assert_shape([trainable["W_Q"], trainable["W_K"]], (width, key_dim))
   chex.assert_shape(trainable["W_V"], (width, width))
@@ -185,7 +186,7 @@ def test_kqv_to_direct_with_embeddings_and_key_dim():
            / math.sqrt(key_dim) for s in range(d)]
   beta = [sum(embeddings[s, i] * w_v[i, j] * w_o[j] for i in range(width) for j in range(width))
           for s in range(d)]
-  direct = model.kqv_to_direct(trainable, fixed)
+  direct = kqv.kqv_to_direct(trainable, fixed)
   np.testing.assert_allclose(direct["alpha"], alpha, rtol=1e-12, atol=1e-14)
   np.testing.assert_allclose(direct["beta"], beta, rtol=1e-12, atol=1e-14)
 
@@ -193,7 +194,7 @@ def test_kqv_to_direct_with_embeddings_and_key_dim():
 def test_init_kqv_defaults():
   """Defaults: one-hot E (m = d), k = m, e_cls = 1/√m, entries of size `scale`."""
   d = 4
-  trainable, fixed = model.init_kqv(jax.random.key(1), d, scale=0.1)
+  trainable, fixed = kqv.init_kqv(jax.random.key(1), d, scale=0.1)
   np.testing.assert_array_equal(fixed["E"], np.eye(d))
   np.testing.assert_allclose(fixed["e_cls"], np.full(d, 0.5), rtol=1e-15)
   chex.assert_shape([trainable["W_Q"], trainable["W_K"], trainable["W_V"]], (d, d))
@@ -208,9 +209,9 @@ def test_kqv_zero_is_a_saddle():
   d = 3
   lang = lj.occurrence(d, length=lj.geometric(0.5))
   route = lj.risk_fn(lang)
-  trainable, fixed = model.init_kqv(jax.random.key(2), d)
+  trainable, fixed = kqv.init_kqv(jax.random.key(2), d)
   zero = jax.tree.map(jnp.zeros_like, trainable)
-  grad_fn = jax.jit(jax.grad(lambda t: route.risk(model.kqv_to_direct(t, fixed))))
+  grad_fn = jax.jit(jax.grad(lambda t: route.risk(kqv.kqv_to_direct(t, fixed))))
   chex.assert_trees_all_equal(grad_fn(zero), zero)
   # At the small random init the output weights do receive a gradient.
   grad = grad_fn(trainable)

@@ -4,7 +4,7 @@ The oracle below is an independent numpy implementation of sections 1-2: it
 enumerates every count vector c ∈ N^d with 1 <= Σc <= N, weights it by
 P(n) · n!/Π c_σ! · Π π_σ^{c_σ}, evaluates f = Σ c e^α β / Σ c e^α (+ CLS once)
 and labels it from the definition of the language (presence of letters). It
-never calls lagjax.risk or lagjax.model.
+never calls lagjax.risk or lagjax.models.
 """
 
 import functools

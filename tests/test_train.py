@@ -204,7 +204,7 @@ def empirical_risk_by_loop(theta, counts, labels):
 
 @jax.jit
 def empirical_risk(theta, counts, labels):
-  """The same empirical risk in jnp, written independently of lagjax.model."""
+  """The same empirical risk in jnp, written independently of lagjax.models."""
   weights = counts * jnp.exp(theta["alpha"])
   f = (weights @ theta["beta"]) / weights.sum(-1)
   return jnp.mean(0.5 * (f - labels) ** 2)
@@ -312,7 +312,7 @@ def test_kqv_to_direct_by_hand():
   fixed = {"E": jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), "e_cls": jnp.array([1.0, 2.0])}
   # e_cls W_Q = (1, 0); E W_K rows: (3, 1), (-1, 2), (2, 3); so α = (3, -1, 2)/√2.
   # E W_V rows: (1, 0), (2, 1), (3, 1); dotted with w_o = (1, -2): β = (1, 0, 1).
-  direct = lj.model.kqv_to_direct(trainable, fixed)
+  direct = lj.models.kqv.kqv_to_direct(trainable, fixed)
   np.testing.assert_allclose(direct["alpha"], np.array([3.0, -1.0, 2.0]) / math.sqrt(2),
                              rtol=0, atol=1e-15)
   np.testing.assert_allclose(direct["beta"], [1.0, 0.0, 1.0], rtol=0, atol=1e-15)
@@ -328,15 +328,15 @@ def test_train_kqv():
   chex.assert_shape(run.alpha, (5, d))
   assert not run.diverged
   # train_kqv draws the init from the first half of split(key).
-  trainable, fixed = lj.model.init_kqv(jax.random.split(key)[0], d, scale=scale)
-  init = lj.model.kqv_to_direct(trainable, fixed)
+  trainable, fixed = lj.models.kqv.init_kqv(jax.random.split(key)[0], d, scale=scale)
+  init = lj.models.kqv.kqv_to_direct(trainable, fixed)
   np.testing.assert_allclose(run.alpha[0], init["alpha"], rtol=0, atol=1e-15)
   np.testing.assert_allclose(run.beta[0], init["beta"], rtol=0, atol=1e-15)
   # One joint SGD step on all four weight matrices, by hand.
   risk = jax.jit(lj.risk_fn(lang).risk)
-  grads = jax.jit(jax.grad(lambda w: risk(lj.model.kqv_to_direct(w, fixed))))(trainable)
+  grads = jax.jit(jax.grad(lambda w: risk(lj.models.kqv.kqv_to_direct(w, fixed))))(trainable)
   stepped = jax.tree_util.tree_map(lambda w, g: w - eta * g, trainable, grads)
-  after = lj.model.kqv_to_direct(stepped, fixed)
+  after = lj.models.kqv.kqv_to_direct(stepped, fixed)
   np.testing.assert_allclose(run.alpha[1], after["alpha"], rtol=0, atol=EXACT)
   np.testing.assert_allclose(run.beta[1], after["beta"], rtol=0, atol=EXACT)
   np.testing.assert_allclose(run.risk[0], risk(init), rtol=0, atol=EXACT)
@@ -380,10 +380,10 @@ def test_divergence_does_not_leak_across_a_vmap():
   plan = lj.plans.output_only(1.0, 6)
   theta0 = lj.init_params(5)
   partition = choose_partition(lang, theta0, plan, "auto")
-  run = make_runner(lang, plan, partition)
+  run = make_runner(lang, plan.slots(), partition, num_steps=plan.total_steps)
   grouped = {k: jnp.asarray(partition.group(v)) for k, v in theta0.items()}
-  both = jax.jit(jax.vmap(run, in_axes=(None, None, 0)))(
-      grouped, jax.random.key(0), jnp.array([[1.0], [1e6]]))
+  data = jax.vmap(lambda etas: plan.data(etas=etas))(jnp.array([[1.0], [1e6]]))
+  both = jax.jit(jax.vmap(run, in_axes=(None, None, 0)))(grouped, jax.random.key(0), data)
   np.testing.assert_array_equal(both.diverged, [False, True])
   assert int(both.diverged_step[0]) == -1 and int(both.diverged_step[1]) >= 0
   chex.assert_tree_all_finite((both.risk, both.alpha, both.beta))

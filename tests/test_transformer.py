@@ -1,5 +1,6 @@
 """The general single-layer transformer and the SLR model (docs/theory.md sections 2 and 7)."""
 
+import functools
 import math
 
 import chex
@@ -10,8 +11,10 @@ import optax
 import pytest
 
 import lagjax  # noqa: F401  (float64)
-from lagjax import model, plans
-from lagjax import transformer as tf
+from lagjax import models, plans
+from lagjax.models import direct as model
+from lagjax.models import slr
+from lagjax.models import transformer as tf
 
 
 def random_strings(rng, vocab, batch, n_max, min_len=1):
@@ -172,18 +175,20 @@ def test_init_shapes_and_fixed_embeddings():
   assert abs(float((fixed["E"] ** 2).sum(1).mean()) - 1.0) < 0.05
 
 
-def test_parameter_groups_follow_plans_attention_keys():
+def test_parameter_groups_are_declared_and_followed_by_plans():
   """W_Q, W_K (SLR: κ) are the attention group; everything else, positions included, is output;
   an attention-only plan step moves exactly the attention group."""
   config = tf.TransformerConfig(vocab=3, positional="learned", max_len=4)
   params, fixed = tf.init(jax.random.key(0), config)
-  attention = {k for k in params if k in plans.ATTENTION_KEYS}
+  labels = functools.partial(models.group_labels, tf.GROUPS)
+  attention = {k for k, group in labels(params).items() if group == "attention"}
   assert attention == {"W_Q", "W_K"}
-  slr = tf.slr_init(jax.random.key(1), 3)
-  assert {k for k in slr if k in plans.ATTENTION_KEYS} == {"W_K"}
+  slr_params = slr.init(jax.random.key(1), 3)
+  assert {k for k, g in models.group_labels(slr.GROUPS, slr_params).items()
+          if g == "attention"} == {"kappa"}
   tokens, mask = np.array([[0, 1, 2, 1]]), np.array([[True] * 4])
   grads = jax.grad(lambda p: tf.apply(p, fixed, config, tokens, mask).sum())(params)
-  tx = plans.attention_only(0.5, 1).transformation()
+  tx = plans.attention_only(0.5, 1).transformation(labels)
   updates, _ = tx.update(grads, tx.init(params), params)
   new = optax.apply_updates(params, updates)
   for name in params:
@@ -199,23 +204,23 @@ def test_parameter_groups_follow_plans_attention_keys():
 def test_slr_hand_computed():
   """κ = (1, 0), ν = (0, 2); X_1 = (0, 1), X_2 = (log 3, 1/2), X_3 masked with a huge score:
   weights 1/4, 3/4 on values 2, 1, so f = 1/2 + 3/4 = 5/4."""
-  params = {"W_K": jnp.array([1.0, 0.0]), "readout": jnp.array([0.0, 2.0])}
+  params = {"kappa": jnp.array([1.0, 0.0]), "nu": jnp.array([0.0, 2.0])}
   inputs = jnp.array([[[0.0, 1.0], [math.log(3.0), 0.5], [1e6, 7.0]]])
   mask = jnp.array([[True, True, False]])
-  chex.assert_trees_all_close(tf.slr_apply(params, inputs, mask), jnp.array([1.25]), atol=1e-14)
+  chex.assert_trees_all_close(slr.apply(params, inputs, mask), jnp.array([1.25]), atol=1e-14)
   # Unmasked, the third position takes all the weight: f = ⟨X_3, ν⟩ = 14.
-  chex.assert_trees_all_close(tf.slr_apply(params, inputs), jnp.array([14.0]), atol=1e-12)
+  chex.assert_trees_all_close(slr.apply(params, inputs), jnp.array([14.0]), atol=1e-12)
 
 
 def test_slr_init_and_zero_init():
-  params = tf.slr_init(jax.random.key(0), 7)
-  chex.assert_shape([params["W_K"], params["readout"]], (7,))
-  zero = tf.slr_init(jax.random.key(0), 7, scale=0.0)
+  params = slr.init(jax.random.key(0), 7)
+  chex.assert_shape([params["kappa"], params["nu"]], (7,))
+  zero = slr.init(jax.random.key(0), 7, scale=0.0)
   inputs = np.random.default_rng(7).standard_normal((3, 5, 7))
-  chex.assert_trees_all_equal(tf.slr_apply(zero, inputs), jnp.zeros(3))
+  chex.assert_trees_all_equal(slr.apply(zero, inputs), jnp.zeros(3))
   # At zero the output group still has a gradient (zero is not a saddle).
-  grad = jax.grad(lambda p: tf.slr_apply(p, inputs).sum())(zero)
-  assert float(jnp.abs(grad["readout"]).sum()) > 0
+  grad = jax.grad(lambda p: slr.apply(p, inputs).sum())(zero)
+  assert float(jnp.abs(grad["nu"]).sum()) > 0
 
 
 # ---------------------------------------------------------------------------
@@ -245,9 +250,9 @@ def test_empty_rows_give_zero():
     chex.assert_trees_all_equal(
         tf.apply(params, fixed, config, np.zeros((2, 3), int), np.zeros((2, 3), bool)),
         jnp.zeros(2))
-  slr = {"W_K": jnp.array([1e150, -1e150]), "readout": jnp.array([1.0, 2.0])}
+  slr_params = {"kappa": jnp.array([1e150, -1e150]), "nu": jnp.array([1.0, 2.0])}
   inputs = jnp.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [2.0, 2.0]]])
-  out = tf.slr_apply(slr, inputs, jnp.array([[True, True], [False, False]]))
+  out = slr.apply(slr_params, inputs, jnp.array([[True, True], [False, False]]))
   chex.assert_trees_all_close(out, jnp.array([1.0, 0.0]))
 
 
@@ -383,6 +388,6 @@ def test_bad_calls():
   with pytest.raises(ValueError, match="config must be"):
     tf.init(jax.random.key(0), {"vocab": 3})
   with pytest.raises(ValueError, match="SLR width m"):
-    tf.slr_init(jax.random.key(0), 0)
+    slr.init(jax.random.key(0), 0)
   with pytest.raises(ValueError, match="SLR inputs"):
-    tf.slr_apply(tf.slr_init(jax.random.key(0), 3), np.zeros((2, 4, 2)))
+    slr.apply(slr.init(jax.random.key(0), 3), np.zeros((2, 4, 2)))

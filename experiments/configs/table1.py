@@ -7,7 +7,7 @@ keywords, which ml_collections cannot parse after a dot; index them instead:
 '--config.task_settings["and"].heads=1'.
 
 Models (`model`). "transformer": the general single-layer transformer of
-lagjax.transformer with fixed one-hot embeddings, for every token task; "direct":
+lagjax.models.transformer with fixed one-hot embeddings, for every token task; "direct":
 the (α, β) model of docs/theory.md section 2 from θ0 = 0 (occurrence, OR, AND only; the
 heads/query/positional fields are then unused); "slr": the SLR model of section 7.
 The defaults:

@@ -15,8 +15,9 @@ import math
 import jax
 import numpy as np
 
-from lagjax import languages, model
+from lagjax import languages
 from lagjax import partition as partition_lib
+from lagjax.models import direct
 from lagjax.risk import base, error, laplace, lattice, sampled
 from lagjax.risk.base import LOSSES, Route, get_loss
 
@@ -96,7 +97,7 @@ def _cached_threshold(lang, partition, tol):
 
 
 def _grouped(lang, theta):
-  model.check_params(theta, lang.d)
+  direct.check_params(theta, lang.d)
   partition = partition_lib.of_params(lang, theta)
   grouped = dict(theta, alpha=partition.group(np.asarray(theta["alpha"])),
                  beta=partition.group(np.asarray(theta["beta"])))
@@ -121,7 +122,7 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
   if name == "sampled":
     raise ValueError("population_risk is exact; use lj.sampled_risk for the sampled route.")
   partition, grouped = _grouped(lang, theta)
-  cls = model.has_cls(theta)
+  cls = direct.has_cls(theta)
   if name == "laplace":
     width = laplace.window_width(lang)
     clusters = math.ceil(laplace.points_needed(lang, grouped) / width)
@@ -151,7 +152,7 @@ def error_rate(lang: languages.Language, theta, *, key=None, n_samples: int = 10
                                    lattice.lengths_lib.truncation_length(lang.length, tol))
   if size <= lattice.MAX_VECTORS:
     report = _as_floats(_cached_report(lang, partition, "squared", "lattice",
-                                       model.has_cls(theta), (("tol", tol),))(grouped))
+                                       direct.has_cls(theta), (("tol", tol),))(grouped))
     return RiskResult(report["error"], "lattice", {"error_bound": report["error_bound"]})
   key = jax.random.key(0) if key is None else key
   report = _as_floats(sampled.build(key, lang, partition, n_samples=n_samples).report(grouped))

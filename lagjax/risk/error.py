@@ -21,9 +21,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages, model
+from lagjax import languages
 from lagjax import lengths as lengths_lib
 from lagjax import partition as partition_lib
+from lagjax.models import direct
 from lagjax.risk import base, lattice
 
 MAX_TABLE_LENGTH = 4096
@@ -76,11 +77,11 @@ def build(lang: languages.Language, partition: partition_lib.Partition, *, tol: 
   def numerator(params, groups):
     """num(c, n) = c·a + (n - c)·b + e, scores shifted by their max over `groups` (+ CLS)."""
     alpha = params["alpha"]
-    present = [alpha[g] for g in groups] + ([params["alpha_cls"]] if "alpha_cls" in params else [])
+    present = [alpha[g] for g in groups] + ([params["alpha_cls"]] if direct.has_cls(params) else [])
     shift = jnp.max(jnp.stack(present))
     u = jnp.exp(jnp.minimum(alpha - shift, 0.0))
     beta = params["beta"]
-    extra = jnp.exp(params["alpha_cls"] - shift) * params["beta_cls"] if "alpha_cls" in params \
+    extra = jnp.exp(params["alpha_cls"] - shift) * params["beta_cls"] if direct.has_cls(params) \
         else 0.0
     return u[letters] * beta[letters], u[other] * beta[other], extra
 
@@ -117,7 +118,7 @@ def sampled(lang: languages.Language, partition: partition_lib.Partition, n_samp
   group_counts = counts @ membership
 
   def report(params):
-    return {"error": jnp.mean(base.zero_one_error(model.forward_counts(params, group_counts),
+    return {"error": jnp.mean(base.zero_one_error(direct.forward_counts(params, group_counts),
                                                   labels))}
 
   return report

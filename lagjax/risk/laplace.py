@@ -30,6 +30,7 @@ import numpy as np
 
 from lagjax import languages
 from lagjax import partition as partition_lib
+from lagjax.models import direct
 from lagjax.risk import base
 
 STEP = 0.25
@@ -75,7 +76,7 @@ def merged_windows(centers, step: float, left: float, width: int, num_points: in
 def _scores(params):
   """Stacked (α, β) of the groups, with the CLS token last when present."""
   alpha, beta = params["alpha"], params["beta"]
-  if "alpha_cls" in params:
+  if direct.has_cls(params):
     alpha = jnp.concatenate([alpha, jnp.reshape(params["alpha_cls"], (1,))])
     beta = jnp.concatenate([beta, jnp.reshape(params["beta_cls"], (1,))])
   return alpha, beta

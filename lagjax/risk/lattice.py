@@ -18,9 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages, model
+from lagjax import languages
 from lagjax import lengths as lengths_lib
 from lagjax import partition as partition_lib
+from lagjax.models import direct
 from lagjax.risk import base
 
 MAX_VECTORS = 5_000_000
@@ -108,20 +109,20 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
     matrix-vector products; wider spreads take the per-row log-sum-exp path."""
     alpha = params["alpha"]
     scores = alpha
-    if "alpha_cls" in params:
+    if direct.has_cls(params):
       scores = jnp.concatenate([alpha, jnp.reshape(params["alpha_cls"], (1,))])
     spread = jax.lax.stop_gradient(scores.max() - scores.min())
 
-    def direct(params):
+    def two_products(params):
       u = jnp.exp(alpha - jax.lax.stop_gradient(scores.max()))
       numerator, denominator = counts @ (u * params["beta"]), counts @ u
-      if "alpha_cls" in params:
+      if direct.has_cls(params):
         u_cls = jnp.exp(params["alpha_cls"] - jax.lax.stop_gradient(scores.max()))
         numerator, denominator = numerator + u_cls * params["beta_cls"], denominator + u_cls
       return numerator / denominator
 
-    return jax.lax.cond(spread < SAFE_SPREAD, direct,
-                        lambda p: model.forward_counts(p, counts), params)
+    return jax.lax.cond(spread < SAFE_SPREAD, two_products,
+                        lambda p: direct.forward_counts(p, counts), params)
 
   def risk(params):
     return weights @ loss_fn(outputs(params), labels)
@@ -129,7 +130,7 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
   def report(params):
     f = outputs(params)
     max_abs_beta = jnp.abs(params["beta"]).max()
-    if "beta_cls" in params:
+    if direct.has_cls(params):
       max_abs_beta = jnp.maximum(max_abs_beta, jnp.abs(params["beta_cls"]))
     return {"risk": weights @ loss_fn(f, labels),
             "error": weights @ base.zero_one_error(f, labels),

@@ -15,8 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages, model, validation
+from lagjax import languages, validation
 from lagjax import partition as partition_lib
+from lagjax.models import direct
 from lagjax.risk import base
 
 CHUNK = 4096
@@ -83,7 +84,7 @@ def build(key, lang: languages.Language, partition: partition_lib.Partition | No
   def per_string(params, batch):
     token_params = dict(params, alpha=partition.expand(params["alpha"]),
                         beta=partition.expand(params["beta"]))
-    f = model.forward_tokens(token_params, batch.tokens, batch.mask)
+    f = direct.forward_tokens(token_params, batch.tokens, batch.mask)
     return loss_fn(f, batch.labels), base.zero_one_error(f, batch.labels)
 
   @jax.jit

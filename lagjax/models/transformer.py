@@ -1,4 +1,4 @@
-"""A general single-layer transformer and the SLR model (docs/theory.md sections 2 and 7).
+"""A general single-layer transformer (docs/theory.md sections 2 and 7).
 
 One attention layer read out at a single query position, H heads:
 
@@ -11,14 +11,15 @@ The softmax runs over the real tokens and, when `cls`, the CLS token itself
 CLS query and a scalar output, f is the direct model f_θ of section 2 with
 α_σ = (e_cls W_Q)·(E_σ W_K)/√k and β_σ = E_σ W_V W_O readout (`to_direct`).
 
-Parameter groups (lagjax.plans.ATTENTION_KEYS): "W_Q", "W_K" are the attention
-group; "W_V", "W_O", "readout" and learned positions "pos" are the output group.
-Learned positions sit with the output group: like β they are per-position
-features, and keeping the attention group to W_Q, W_K makes an attention-only
-phase move exactly the score map, as for α in the direct model.
+Parameter groups (`GROUPS`): "W_Q", "W_K" are the attention group; "W_V",
+"W_O", "readout" and learned positions "pos" are the output group. Learned
+positions sit with the output group: like β they are per-position features,
+and keeping the attention group to W_Q, W_K makes an attention-only phase move
+exactly the score map, as for α in the direct model.
 
-The SLR model of section 7, f(X) = Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩, is its own
-small model (`slr_init`, `slr_apply`) with κ under "W_K" and ν under "readout".
+The module keeps its two forward algorithms (the token-lookup path and the
+explicit stream) side by side, since each is the other's test oracle; that is
+why it is longer than the others.
 """
 
 from __future__ import annotations
@@ -33,8 +34,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagjax import validation
+from lagjax.models.softmax import masked_softmax
 
 Params = dict
+
+GROUPS = {"W_Q": "attention", "W_K": "attention", "W_V": "output", "W_O": "output",
+          "readout": "output", "pos": "output"}
 
 EMBEDDINGS = ("one_hot", "random")
 QUERIES = ("cls", "last")
@@ -232,20 +237,6 @@ def _check_params(params, config) -> None:
       raise ValueError(f"params['{name}'] must have shape {shape}; got {np.shape(params[name])}.")
 
 
-def _masked_softmax(scores, present):
-  """softmax over present entries of the last axis; all-zero weights when none is present.
-
-  Shifted by the largest present score (no gradient flows through the shift:
-  softmax is shift invariant); absent entries are zeroed before exp, so no inf
-  or NaN appears for any finite scores.
-  """
-  shift = jnp.where(present, scores, -jnp.inf).max(-1, keepdims=True)
-  shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
-  weights = jnp.where(present, jnp.exp(jnp.where(present, scores - shift, 0.0)), 0.0)
-  total = weights.sum(-1, keepdims=True)
-  return weights / jnp.where(total > 0, total, 1.0)
-
-
 def embed(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=None):
   """The stream x (..., L, m) and the CLS embedding (m,).
 
@@ -406,7 +397,7 @@ def _apply_tokens(params, fixed, config, tokens, present):
   if config.cls:
     scores = jnp.concatenate([scores, (directions @ x_cls)[..., None]], axis=-1)
     present_hl = jnp.concatenate([present_hl, jnp.ones(present_hl.shape[:-1] + (1,), bool)], -1)
-  weights = _masked_softmax(scores, present_hl)
+  weights = masked_softmax(scores, present_hl)
   out = jnp.einsum("...hl,...hlo->...o", weights[..., : tokens.shape[-1]], head_values)
   if config.cls:
     out = out + jnp.einsum("...h,hmo,m->...o", weights[..., -1], value_maps, x_cls)
@@ -430,7 +421,7 @@ def _apply_stream(params, fixed, config, tokens, present):
   if config.cls:
     scores = jnp.concatenate([scores, (directions @ x_cls)[..., None]], axis=-1)
     present = jnp.concatenate([present, jnp.ones(present.shape[:-1] + (1,), bool)], axis=-1)
-  weights = _masked_softmax(scores, present)
+  weights = masked_softmax(scores, present)
   # Σ_l softmax_l x_l W_V = (Σ_l softmax_l x_l) W_V: average the stream first.
   attended = jnp.einsum("...hl,...lm->...hm", weights[..., : x.shape[-2]], x)
   if config.cls:
@@ -462,57 +453,3 @@ def to_direct(params: Params, fixed: dict, config: TransformerConfig) -> Params:
   if config.cls:
     direct.update(alpha_cls=fixed["e_cls"] @ score_map, beta_cls=fixed["e_cls"] @ value_map)
   return direct
-
-
-# ---------------------------------------------------------------------------
-# SLR (docs/theory.md section 7): f(X) = Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩.
-# ---------------------------------------------------------------------------
-
-
-def slr_init(key, m: int, scale: float = 0.1) -> Params:
-  """κ ("W_K", attention group) and ν ("readout", output group), each scale · N(0, I_m).
-
-  scale = 0 is allowed: unlike the KQV form, zero is not a saddle here (∂f/∂ν ≠ 0).
-  """
-  validation.check_int("SLR width m", m, 1)
-  if not (isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0):
-    raise ValueError(f"scale must be finite and >= 0; got {scale!r}.")
-  return _slr_init(key, m, scale)
-
-
-@functools.partial(jax.jit, static_argnums=1)
-def _slr_init(key, m, scale):
-  kappa, nu = scale * jax.random.normal(key, (2, m))
-  return {"W_K": kappa, "readout": nu}
-
-
-def slr_apply(params: Params, inputs, mask=None):
-  """Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩ over real positions, for inputs X (..., L, m).
-
-  Args:
-    params: {"W_K": κ (m,), "readout": ν (m,)}.
-    inputs: X, shape (..., L, m).
-    mask: boolean (..., L), True at real positions; None means all real.
-
-  Returns:
-    (...,) outputs; 0 for a row with no real position.
-  """
-  if not isinstance(params, dict) or set(params) != {"W_K", "readout"}:
-    raise ValueError("SLR params must be a dict with keys 'W_K' (κ) and 'readout' (ν); got "
-                     f"{sorted(params) if isinstance(params, dict) else type(params).__name__}.")
-  inputs = jnp.asarray(inputs, jnp.float64)
-  m = np.shape(params["W_K"])
-  if inputs.ndim < 2 or inputs.shape[-1:] != m or np.shape(params["readout"]) != m:
-    raise ValueError(f"SLR inputs must have shape (..., L, m) with κ, ν of shape (m,); got inputs "
-                     f"{inputs.shape}, κ {m}, ν {np.shape(params['readout'])}.")
-  mask = jnp.ones(inputs.shape[:-1], bool) if mask is None else jnp.asarray(mask)
-  if mask.shape != inputs.shape[:-1] or mask.dtype != jnp.bool_:
-    raise ValueError(f"mask must be boolean with shape {inputs.shape[:-1]}; got {mask.dtype} "
-                     f"{mask.shape}.")
-  return _slr_apply(params, inputs, mask)
-
-
-@jax.jit
-def _slr_apply(params, inputs, mask):
-  weights = _masked_softmax(inputs @ params["W_K"], mask)
-  return (weights * (inputs @ params["readout"])).sum(-1)

@@ -1,4 +1,4 @@
-"""The single-head (α, β) transformer and its KQV form (docs/theory.md section 2).
+"""The direct single-head (α, β) model (docs/theory.md section 2).
 
     f_θ(w) = Σ_i softmax_i(α_{w_i}) β_{w_i}
            = Σ_σ c_σ e^{α_σ} β_σ / Σ_σ c_σ e^{α_σ}.
@@ -11,15 +11,17 @@ given group counts instead of token counts.
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from lagjax import validation
+from lagjax.models.softmax import masked_softmax
 
 Params = dict
+
+# Parameter groups (docs/theory.md §5): plans train "attention" and "output" separately.
+GROUPS = {"alpha": "attention", "alpha_cls": "attention", "beta": "output", "beta_cls": "output"}
 
 
 def init_params(d: int, cls: bool = False) -> Params:
@@ -71,13 +73,7 @@ def _attention_readout(logits, values, present, params):
                               jnp.broadcast_to(params["beta_cls"], logits.shape[:-1])[..., None]],
                              axis=-1)
     present = jnp.concatenate([present, jnp.ones(present.shape[:-1] + (1,), bool)], axis=-1)
-  # Shift by the largest present logit (f is shift invariant, so no gradient flows
-  # through the shift); absent entries are zeroed before exp so no inf ever appears.
-  shift = jnp.where(present, logits, -jnp.inf).max(-1, keepdims=True)
-  shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
-  weights = jnp.where(present, jnp.exp(jnp.where(present, logits - shift, 0.0)), 0.0)
-  total = weights.sum(-1)
-  return (weights * values).sum(-1) / jnp.where(total > 0, total, 1.0)
+  return (masked_softmax(logits, present) * values).sum(-1)
 
 
 def forward_counts(params: Params, counts):
@@ -100,43 +96,3 @@ def attention_margin(params: Params, letter: int = 0):
   alpha = params["alpha"]
   others = jnp.where(jnp.arange(alpha.shape[-1]) == letter, -jnp.inf, alpha)
   return alpha[..., letter] - others.max(-1)
-
-
-# ---------------------------------------------------------------------------
-# KQV form: α_σ = (e_cls W_Q)·(E_σ W_K)/√k, β_σ = (E_σ W_V)·w_o.
-# ---------------------------------------------------------------------------
-
-
-def init_kqv(key, d: int, *, width: int | None = None, key_dim: int | None = None,
-             scale: float = 0.1, embeddings=None, query=None) -> tuple[Params, dict]:
-  """Small random init of the KQV form (zero is a saddle of it).
-
-  Returns (trainable, fixed): trainable {"W_Q": (m,k), "W_K": (m,k), "W_V": (m,m), "w_o": (m,)},
-  fixed {"E": (d,m), "e_cls": (m,)}. Defaults: one-hot E (m = d), k = m, e_cls = 1/√m.
-  """
-  if not (math.isfinite(scale) and scale > 0):
-    raise ValueError(f"scale must be finite and > 0; got {scale!r}.")
-  embeddings = jnp.eye(d) if embeddings is None else jnp.asarray(embeddings, jnp.float64)
-  width = embeddings.shape[1] if width is None else width
-  key_dim = width if key_dim is None else key_dim
-  if embeddings.shape != (d, width):
-    raise ValueError(f"embeddings must have shape ({d}, {width}); got {embeddings.shape}.")
-  query = jnp.ones(width) / math.sqrt(width) if query is None else jnp.asarray(query, jnp.float64)
-  kq, kk, kv, ko = jax.random.split(key, 4)
-  trainable = {
-      "W_Q": scale * jax.random.normal(kq, (width, key_dim)),
-      "W_K": scale * jax.random.normal(kk, (width, key_dim)),
-      "W_V": scale * jax.random.normal(kv, (width, width)),
-      "w_o": scale * jax.random.normal(ko, (width,)),
-  }
-  return trainable, {"E": embeddings, "e_cls": query}
-
-
-def kqv_to_direct(trainable: Params, fixed: dict) -> Params:
-  """Maps KQV parameters to the (α, β) they realize."""
-  key_dim = trainable["W_Q"].shape[-1]
-  query = fixed["e_cls"] @ trainable["W_Q"]
-  keys = fixed["E"] @ trainable["W_K"]
-  alpha = keys @ query / math.sqrt(key_dim)
-  beta = fixed["E"] @ trainable["W_V"] @ trainable["w_o"]
-  return {"alpha": alpha, "beta": beta}

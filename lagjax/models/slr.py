@@ -1,0 +1,70 @@
+"""The SLR model (docs/theory.md section 7): f(X) = Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩.
+
+The continuous analogue of (α, β): κ ("kappa") is the attention group and ν
+("nu") the output group.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lagjax import validation
+from lagjax.models.softmax import masked_softmax
+
+Params = dict
+
+GROUPS = {"kappa": "attention", "nu": "output"}
+
+
+def init(key, m: int, scale: float = 0.1) -> Params:
+  """κ and ν, each scale · N(0, I_m).
+
+  scale = 0 is allowed: unlike the KQV form, zero is not a saddle here (∂f/∂ν ≠ 0).
+  """
+  validation.check_int("SLR width m", m, 1)
+  if not (isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0):
+    raise ValueError(f"scale must be finite and >= 0; got {scale!r}.")
+  return _init(key, m, scale)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _init(key, m, scale):
+  kappa, nu = scale * jax.random.normal(key, (2, m))
+  return {"kappa": kappa, "nu": nu}
+
+
+def apply(params: Params, inputs, mask=None):
+  """Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩ over real positions, for inputs X (..., L, m).
+
+  Args:
+    params: {"kappa": κ (m,), "nu": ν (m,)}.
+    inputs: X, shape (..., L, m).
+    mask: boolean (..., L), True at real positions; None means all real.
+
+  Returns:
+    (...,) outputs; 0 for a row with no real position.
+  """
+  if not isinstance(params, dict) or set(params) != set(GROUPS):
+    raise ValueError("SLR params must be a dict with keys 'kappa' (κ) and 'nu' (ν); got "
+                     f"{sorted(params) if isinstance(params, dict) else type(params).__name__}.")
+  inputs = jnp.asarray(inputs, jnp.float64)
+  m = np.shape(params["kappa"])
+  if inputs.ndim < 2 or inputs.shape[-1:] != m or np.shape(params["nu"]) != m:
+    raise ValueError(f"SLR inputs must have shape (..., L, m) with κ, ν of shape (m,); got inputs "
+                     f"{inputs.shape}, κ {m}, ν {np.shape(params['nu'])}.")
+  mask = jnp.ones(inputs.shape[:-1], bool) if mask is None else jnp.asarray(mask)
+  if mask.shape != inputs.shape[:-1] or mask.dtype != jnp.bool_:
+    raise ValueError(f"mask must be boolean with shape {inputs.shape[:-1]}; got {mask.dtype} "
+                     f"{mask.shape}.")
+  return _apply(params, inputs, mask)
+
+
+@jax.jit
+def _apply(params, inputs, mask):
+  weights = masked_softmax(inputs @ params["kappa"], mask)
+  return (weights * (inputs @ params["nu"])).sum(-1)

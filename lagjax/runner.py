@@ -1,0 +1,111 @@
+"""The one training loop of lagjax (docs/theory.md section 5).
+
+`make_runner` turns a plan's static slots, an objective and a record function
+into run(params0, key, data) -> Trace: the whole plan in one `lax.scan`,
+compiled once per slot structure, with the plan's arrays (`PlanData`: phase
+lengths, step sizes, trained groups) as traced arguments. So one compilation
+serves every step size, phase length and named plan that share the slots, and
+`vmap` over (key, data) runs seeds and step-size grids together.
+
+What differs between callers is passed in, never branched on here:
+- objective(key) -> step_objective(params, step, phase) -> (value, grads):
+  built once per run from the run's key (e.g. the samples of each phase; callers
+  derive their own subkeys), then evaluated at every step (the exact risk of
+  lj.train, the fresh-minibatch loss of task training, a KQV parameter map in
+  front of either);
+- record(key) -> record_fn(params, step) -> dict of arrays, taken every
+  `record_every` steps and at the end;
+- constrain(params) -> params, applied after each update (projected GD).
+
+Divergence: a step whose objective is not finite or exceeds `max_value`, or
+whose new parameters are not finite, is not taken; the run stays at its last
+finite parameters and is marked diverged at that step (`guard_divergence`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from lagjax import plans
+
+
+class Trace(NamedTuple):
+  """A run of the loop: final parameters, records (each (R, ...)), divergence."""
+
+  params: dict
+  records: dict
+  diverged: jax.Array
+  diverged_step: jax.Array
+
+
+def guard_divergence(value, max_value, proposed, current, t):
+  """(params, state, diverged, diverged_step) after a step: the proposed (params, state)
+  if the objective is finite and <= max_value and the new params are finite, else the
+  current ones, with the run marked diverged at step t."""
+  finite = jnp.isfinite(value) & (value <= max_value) & jnp.all(jnp.array(
+      [jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(proposed[0])]))
+  keep = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old), proposed, current)
+  return (*keep, ~finite, jnp.where(finite, -1, t))
+
+
+def num_records(num_steps: int, record_every: int) -> int:
+  """Records of a num_steps loop: every record_every steps from 0, and the end."""
+  return -(-num_steps // record_every) + 1
+
+
+def make_runner(slots: Sequence[plans.Slot], labels: Callable, objective: Callable,
+                record: Callable, *, num_steps: int, record_every: int = 1,
+                max_value: float = 1e8, constrain: Callable | None = None) -> Callable:
+  """Builds run(params0, key, data) -> Trace (not jitted: jit or vmap it).
+
+  Args:
+    slots: the plan's static slots (plans.Plan.slots(num_slots)).
+    labels: params -> {name: "attention" | "output"}, the model's declared groups.
+    objective: key -> (params, step, phase) -> (value, grads).
+    record: key -> (params, step) -> dict of arrays.
+    num_steps: length of the scan; the plan's own total Σ data.lengths may be shorter
+      (the remaining steps are skipped), never longer.
+    record_every: record every this many steps (and at the end).
+    max_value: an objective above this marks the run diverged.
+    constrain: optional map applied to the parameters after every update.
+  """
+  total_records = num_records(num_steps, record_every)
+
+  def run(params0, key, data: plans.PlanData) -> Trace:
+    step_objective = objective(key)
+    record_fn = record(key)
+    tx = plans.transformation(slots, data, labels)
+    total = jnp.sum(data.lengths)
+
+    def step(carry, t):
+      params, state, diverged, _ = carry
+
+      def do_step(_):
+        value, grads = step_objective(params, t, plans.phase_index(t, data.lengths))
+        updates, new_state = tx.update(grads, state, params)
+        new_params = optax.apply_updates(params, updates)
+        if constrain is not None:
+          new_params = constrain(new_params)
+        return guard_divergence(value, max_value, (new_params, new_state), (params, state), t)
+
+      active = (t < total) & ~diverged
+      return jax.lax.cond(active, do_step, lambda _: carry, None), None
+
+    def block(carry, k):
+      start = k * record_every
+      recorded = dict(record_fn(carry[0], jnp.minimum(start, total)),
+                      steps=jnp.minimum(start, total))
+      carry, _ = jax.lax.scan(step, carry, start + jnp.arange(record_every))
+      return carry, recorded
+
+    init = (params0, tx.init(params0), jnp.array(False), jnp.array(-1))
+    (params, _, diverged, diverged_step), records = jax.lax.scan(
+        block, init, jnp.arange(total_records))
+    return Trace(params, records, diverged, diverged_step)
+
+  return run
