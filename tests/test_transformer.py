@@ -10,8 +10,8 @@ import numpy as np
 import optax
 import pytest
 
-import lagjax  # noqa: F401  (float64)
-from lagjax import models, plans
+import lagjax as lj
+from lagjax import models, plans, runner
 from lagjax.models import direct as model
 from lagjax.models import slr
 from lagjax.models import transformer as tf
@@ -36,10 +36,12 @@ def random_params(rng, config, scale=1.0):
 
 @pytest.mark.parametrize("embedding,width", [("one_hot", None), ("one_hot", 9), ("random", 4)])
 @pytest.mark.parametrize("cls", [True, False])
-def test_reduces_to_direct_model(embedding, width, cls):
+@pytest.mark.parametrize("attention", tf.ATTENTIONS)
+def test_reduces_to_direct_model(embedding, width, cls, attention):
   """One head, no positions, CLS query, scalar output: f equals model.forward_tokens(to_direct)."""
   rng = np.random.default_rng(0)
-  config = tf.TransformerConfig(vocab=6, width=width, embedding=embedding, key_dim=3, cls=cls)
+  config = tf.TransformerConfig(vocab=6, width=width, embedding=embedding, key_dim=3, cls=cls,
+                                attention=attention)
   params, fixed = random_params(rng, config)
   tokens, mask = random_strings(rng, 6, batch=64, n_max=12)
   direct = tf.to_direct(params, fixed, config)
@@ -78,15 +80,20 @@ def reference_apply(params, fixed, config, tokens, mask):
     x_cls = np.concatenate([e_cls, np.zeros(m - t)])
     query = x_cls if config.query == "cls" else stream[real[-1]]
     keys = [stream[i] for i in real] + ([x_cls] if config.cls else [])
-    total = np.zeros(m)
+    total = np.zeros(config.outputs)
     for h in range(config.heads):
-      q = query @ p["W_Q"][h]
-      scores = [float(q @ (x @ p["W_K"][h])) / math.sqrt(k) for x in keys]
+      if config.attention == "direct":
+        u = p["scores"][h]
+        scores = [float(x @ u) if config.query == "cls" else float(query @ u @ x) for x in keys]
+        value_map = p["values"][h]
+      else:
+        q = query @ p["W_Q"][h]
+        scores = [float(q @ (x @ p["W_K"][h])) / math.sqrt(k) for x in keys]
+        value_map = p["W_V"][h] @ p["W_O"][h] @ p["readout"].reshape(m, config.outputs)
       top = max(scores)
       e = [math.exp(s - top) for s in scores]
-      head = sum(w / sum(e) * (x @ p["W_V"][h]) for w, x in zip(e, keys))
-      total += head @ p["W_O"][h]
-    outputs.append(total @ p["readout"])
+      total += sum(w / sum(e) * (x @ value_map) for w, x in zip(e, keys))
+    outputs.append(total[0] if config.outputs == 1 else total)
   return np.array(outputs)
 
 
@@ -98,6 +105,9 @@ REFERENCE_CONFIGS = {
                                  query="last", previous_token=True, outputs=2),
     "sinusoidal": dict(vocab=3, heads=2, positional="sinusoidal"),
     "first_last": dict(vocab=2, heads=3, key_dim=2, positional="first_last"),
+    "direct_cls": dict(vocab=3, heads=2, attention="direct", positional="learned", max_len=5),
+    "direct_last_previous": dict(vocab=4, heads=2, attention="direct", query="last",
+                                 previous_token=True, outputs=2),
 }
 
 
@@ -391,3 +401,26 @@ def test_bad_calls():
     slr.init(jax.random.key(0), 0)
   with pytest.raises(ValueError, match="SLR inputs"):
     slr.apply(slr.init(jax.random.key(0), 3), np.zeros((2, 4, 2)))
+
+
+def test_direct_attention_from_zero_trains_like_the_direct_model():
+  """attention = "direct", one head, one-hot E, CLS query, from zero: the plan's exact
+  trajectory through the one training loop equals lj.train's (α, β) model with CLS
+  (untied) to 1e-10; both take the same arithmetic up to the order of a few sums."""
+  d = 5
+  lang = lj.occurrence(d)
+  plan = lj.plans.three_phase(3.0, 40.0, 1.0, 6)
+  config = tf.TransformerConfig(vocab=d, attention="direct")
+  params, fixed = tf.init(jax.random.key(0), config)
+  chex.assert_trees_all_equal(params, jax.tree.map(jnp.zeros_like, params))  # θ0 = 0
+  route = lj.risk_fn(lang, cls=True)
+  value_and_grad = jax.value_and_grad(lambda p: route.risk(tf.to_direct(p, fixed, config)))
+  loop = runner.make_runner(
+      plan.slots(), functools.partial(models.group_labels, tf.GROUPS),
+      lambda key: lambda p, t, phase: value_and_grad(p),
+      lambda key: lambda p, t: tf.to_direct(p, fixed, config), num_steps=plan.total_steps)
+  trace = jax.jit(loop)(params, jax.random.key(0), plan.data())
+  reference = lj.train(lang, plan, lj.init_params(d, cls=True), tied=False)
+  chex.assert_trees_all_close(trace.records["alpha"], reference.alpha, atol=1e-10)
+  chex.assert_trees_all_close(trace.records["beta"], reference.beta, atol=1e-10)
+  assert float(jnp.abs(reference.alpha[-1]).max()) > 0.1  # attention really moved

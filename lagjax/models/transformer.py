@@ -11,8 +11,17 @@ The softmax runs over the real tokens and, when `cls`, the CLS token itself
 CLS query and a scalar output, f is the direct model f_θ of section 2 with
 α_σ = (e_cls W_Q)·(E_σ W_K)/√k and β_σ = E_σ W_V W_O readout (`to_direct`).
 
-Parameter groups (`GROUPS`): "W_Q", "W_K" are the attention group; "W_V",
-"W_O", "readout" and learned positions "pos" are the output group. Learned
+Two parameterisations (`TransformerConfig.attention`):
+- "kqv" (default): the products above from a small random init (zero is a saddle);
+- "direct": the (α, β) analogue of the theory, from zero. Each head has a score
+  map u_h ("scores": a vector (m,) with the CLS query, s_hl = x_l·u_h; a matrix
+  (m, m) with the last-token query, s_hl = q·A_h x_l) and a value map v_h
+  ("values", (m, outputs)), so the head's value is x_l v_h. With one head,
+  one-hot embeddings and the CLS query this is exactly f_θ with α = E u,
+  β = E v (α_cls, β_cls from the CLS dimension).
+
+Parameter groups (`GROUPS`): "W_Q", "W_K" ("scores") are the attention group;
+"W_V", "W_O", "readout" ("values") and learned positions "pos" are the output group. Learned
 positions sit with the output group: like β they are per-position features,
 and keeping the attention group to W_Q, W_K makes an attention-only phase move
 exactly the score map, as for α in the direct model.
@@ -38,11 +47,12 @@ from lagjax.models.softmax import masked_softmax
 
 Params = dict
 
-GROUPS = {"W_Q": "attention", "W_K": "attention", "W_V": "output", "W_O": "output",
-          "readout": "output", "pos": "output"}
+GROUPS = {"W_Q": "attention", "W_K": "attention", "scores": "attention", "W_V": "output",
+          "W_O": "output", "readout": "output", "values": "output", "pos": "output"}
 
 EMBEDDINGS = ("one_hot", "random")
 QUERIES = ("cls", "last")
+ATTENTIONS = ("kqv", "direct")
 
 
 def _check_int(name: str, value, minimum: int, optional: bool = False) -> None:
@@ -126,6 +136,8 @@ class TransformerConfig:
       at the last real token, for next-token tasks such as ICL bigram).
     previous_token: append the previous token's embedding to each position
       (current ⊕ previous, docs/theory.md section 7, ICL bigram).
+    attention: "kqv" (W_Q, W_K, W_V, W_O, readout from a small init) or "direct"
+      (per-head score and value maps from zero, the theory's (α, β) analogue).
   """
 
   vocab: int
@@ -139,12 +151,14 @@ class TransformerConfig:
   cls: bool = True
   query: str = "cls"
   previous_token: bool = False
+  attention: str = "kqv"
 
   def __post_init__(self):
     _check_int("vocab", self.vocab, 1)
     _check_choice("embedding", self.embedding, EMBEDDINGS)
     _check_choice("positional", self.positional, tuple(POSITIONAL))
     _check_choice("query", self.query, QUERIES)
+    _check_choice("attention", self.attention, ATTENTIONS)
     if self.embedding == "random" and self.width is None:
       raise ValueError("TransformerConfig width must be an integer >= 1 for embedding='random'; "
                        "got None.")
@@ -175,7 +189,7 @@ class TransformerConfig:
 
 def _check_config(config) -> None:
   if not isinstance(config, TransformerConfig):
-    raise ValueError(f"config must be a lagjax.transformer.TransformerConfig; got "
+    raise ValueError(f"config must be a lagjax.models.transformer.TransformerConfig; got "
                      f"{type(config).__name__}.")
 
 
@@ -183,8 +197,13 @@ def param_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
   """Shapes of the trainable parameters for `config`."""
   _check_config(config)
   m, k, heads = config.dim, config.head_key_dim, config.heads
-  shapes = {"W_Q": (heads, m, k), "W_K": (heads, m, k), "W_V": (heads, m, m),
-            "W_O": (heads, m, m), "readout": (m,) if config.outputs == 1 else (m, config.outputs)}
+  if config.attention == "direct":
+    scores = (heads, m) if config.query == "cls" else (heads, m, m)
+    shapes = {"scores": scores, "values": (heads, m, config.outputs)}
+  else:
+    shapes = {"W_Q": (heads, m, k), "W_K": (heads, m, k), "W_V": (heads, m, m),
+              "W_O": (heads, m, m),
+              "readout": (m,) if config.outputs == 1 else (m, config.outputs)}
   if config.positional == "learned":
     shapes["pos"] = (config.max_len, m)
   return shapes
@@ -216,7 +235,9 @@ def _init(key, config, scale):
   draws = jnp.split(jax.random.normal(key, (sum(sizes),)), np.cumsum(sizes)[:-1])
   arrays = {name: draw.reshape(shape) for draw, (name, shape) in zip(draws, shapes.items())}
   table = arrays.pop("table")
-  params = {name: scale * value for name, value in arrays.items()}
+  # The direct parameterisation starts at zero, like θ0 = 0 of the theory.
+  params = {name: (0.0 if config.attention == "direct" else scale) * value
+            for name, value in arrays.items()}
   width = config.token_dim
   if config.embedding == "one_hot":
     table = jnp.eye(config.vocab + 1, width)
@@ -329,6 +350,25 @@ def _apply(params, fixed, config, tokens, present):
   return _apply_stream(params, fixed, config, tokens, present)
 
 
+def _score_directions(params, config, query):
+  """u_h per row, (..., H, m): the score s_hl = x_l · u_h for every head."""
+  if config.attention == "direct":
+    if config.query == "cls":
+      return jnp.broadcast_to(params["scores"], query.shape[:-1] + params["scores"].shape)
+    return jnp.einsum("...m,hmn->...hn", query, params["scores"])
+  # u_h = W_K[h] (q W_Q[h]) / √k, so no (..., H, L, k) keys are formed.
+  directions = jnp.einsum("...m,hmk,hnk->...hn", query, params["W_Q"], params["W_K"])
+  return directions / math.sqrt(config.head_key_dim)
+
+
+def _value_maps(params, config):
+  """v_h, (H, m, outputs): a head's value at x_l is x_l v_h."""
+  if config.attention == "direct":
+    return params["values"]
+  readout = params["readout"].reshape(config.dim, config.outputs)
+  return jnp.einsum("hmv,hvn,no->hmo", params["W_V"], params["W_O"], readout)
+
+
 def _apply_tokens(params, fixed, config, tokens, present):
   """`_apply_stream` for integer tokens, without forming the (..., L, m) stream.
 
@@ -343,8 +383,7 @@ def _apply_tokens(params, fixed, config, tokens, present):
   t = config.token_dim
   table = fixed["E"]
   x_cls = _cls_stream(fixed, config)
-  readout = params["readout"].reshape(config.dim, config.outputs)
-  value_maps = jnp.einsum("hmv,hvn,no->hmo", params["W_V"], params["W_O"], readout)
+  value_maps = _value_maps(params, config)
   # Parts of the stream: (tokens, has-token mask, slice of the stream they fill).
   parts = [(tokens, present, slice(0, t))]
   if config.previous_token:
@@ -370,8 +409,7 @@ def _apply_tokens(params, fixed, config, tokens, present):
     if dense is not None:
       query = query + dense[last]
     query = jnp.where(present.any(-1, keepdims=True), query, 0.0)
-  directions = jnp.einsum("...m,hmk,hnk->...hn", query, params["W_Q"], params["W_K"])
-  directions = directions / math.sqrt(config.head_key_dim)
+  directions = _score_directions(params, config, query)
 
   def lookup(rows, w):
     """rows (..., H, V, c) at tokens w (..., L) -> (..., H, L, c)."""
@@ -413,9 +451,7 @@ def _apply_stream(params, fixed, config, tokens, present):
     last = _last_index(present)
     query = jnp.take_along_axis(x, last[..., None, None], axis=-2)[..., 0, :]
     query = jnp.where(present.any(-1, keepdims=True), query, 0.0)
-  # s_hl = x_l · u_h with u_h = W_K[h] (q W_Q[h]) / √k, so no (..., H, L, k) keys are formed.
-  directions = jnp.einsum("...m,hmk,hnk->...hn", query, params["W_Q"], params["W_K"])
-  directions = directions / math.sqrt(config.head_key_dim)
+  directions = _score_directions(params, config, query)
   scores = jnp.einsum("...lm,...hm->...hl", x, directions)
   present = jnp.broadcast_to(present[..., None, :], scores.shape)
   if config.cls:
@@ -426,8 +462,8 @@ def _apply_stream(params, fixed, config, tokens, present):
   attended = jnp.einsum("...hl,...lm->...hm", weights[..., : x.shape[-2]], x)
   if config.cls:
     attended = attended + weights[..., -1:] * x_cls
-  heads = jnp.einsum("...hm,hmv,hvn->...n", attended, params["W_V"], params["W_O"])
-  return heads @ params["readout"]
+  out = jnp.einsum("...hm,hmo->...o", attended, _value_maps(params, config))
+  return out[..., 0] if config.outputs == 1 else out
 
 
 def to_direct(params: Params, fixed: dict, config: TransformerConfig) -> Params:
@@ -446,9 +482,8 @@ def to_direct(params: Params, fixed: dict, config: TransformerConfig) -> Params:
     if value != wanted:
       raise ValueError(f"to_direct needs config {name} = {wanted!r} (the direct model of "
                        f"docs/theory.md section 2); got {value!r}.")
-  query = fixed["e_cls"] @ params["W_Q"][0]
-  score_map = params["W_K"][0] @ query / math.sqrt(config.head_key_dim)
-  value_map = params["W_V"][0] @ params["W_O"][0] @ params["readout"]
+  score_map = _score_directions(params, config, _cls_stream(fixed, config))[0]
+  value_map = _value_maps(params, config)[0, :, 0]
   direct = {"alpha": fixed["E"] @ score_map, "beta": fixed["E"] @ value_map}
   if config.cls:
     direct.update(alpha_cls=fixed["e_cls"] @ score_map, beta_cls=fixed["e_cls"] @ value_map)
