@@ -6,6 +6,11 @@ Tokens X_ℓ ∈ R^m, ℓ = 1 … n: X_ℓ ~ N(0, I_m) except one position J, un
 ⟨X_J, v*⟩ ~ N(0, γ²) carries no trace of the mean √(m/2) k*. The loss is
 squared, ℓ = ½(f - y)², and the metric is its mean (the empirical risk; the
 noise alone costs σ²/2).
+
+Marion et al.'s erf model T(X) = Σ_ℓ erf(λ⟨X_ℓ,k⟩)⟨X_ℓ,v⟩ has an exact population
+risk on this data (docs/theory.md §7b): `erf_population_risk`, the objective
+`make_erf_objective` for a plan runner, and `project_to_sphere`,
+`tangent_gradients` and `erf_apply` for projected GD and Monte Carlo.
 """
 
 from __future__ import annotations
@@ -173,8 +178,7 @@ def _token_moments(lam, gamma, centre, gram):
 def _length_moments(task: base.Task) -> tuple[float, float]:
   """E[n-1] and E[(n-1)(n-2)] under the task's length law conditioned on n <= max_len."""
   n = np.arange(1, task.max_len + 1, dtype=np.float64)
-  pmf = np.exp(np.asarray(task.length.log_pmf(n), dtype=np.float64))
-  pmf /= pmf.sum()
+  pmf = base.truncated_pmf(task.length, task.max_len)
   return float(pmf @ (n - 1.0)), float(pmf @ ((n - 1.0) * (n - 2.0)))
 
 
