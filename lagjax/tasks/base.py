@@ -129,15 +129,20 @@ def check_max_len(max_len, length: lengths_lib.LengthLaw) -> int:
 # Lengths and tokens.
 
 
+def truncated_pmf(length: lengths_lib.LengthLaw, max_len: int) -> np.ndarray:
+  """P(n | n <= max_len) for n = 1 … max_len, the law every task samples its lengths from."""
+  pmf = np.exp(np.asarray(length.log_pmf(np.arange(1, max_len + 1, dtype=np.float64)),
+                          dtype=np.float64))
+  return pmf / pmf.sum()
+
+
 def truncated_length_sampler(length: lengths_lib.LengthLaw, max_len: int) -> Callable:
   """Sampler of n ~ L conditioned on n <= max_len, by inverse CDF (no rejection).
 
   Returns:
     sample(key, shape) -> int array of lengths in {1, …, max_len}; jittable.
   """
-  pmf = np.exp(np.asarray(length.log_pmf(np.arange(1, max_len + 1, dtype=np.float64)),
-                          dtype=np.float64))
-  cdf = np.cumsum(pmf) / pmf.sum()
+  cdf = np.cumsum(truncated_pmf(length, max_len))
   cdf[-1] = 1.0  # u < 1 then never runs past max_len.
   cdf = jnp.asarray(cdf)
 
