@@ -6,6 +6,25 @@ import csv
 import logging
 import os
 
+import jax
+
+CACHE_ENV = "LAGJAX_COMPILATION_CACHE"
+DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "lagjax", "xla")
+
+
+def enable_compilation_cache() -> str:
+  """Turns on JAX's persistent compilation cache, so a rerun compiles nothing.
+
+  The folder is $LAGJAX_COMPILATION_CACHE, or ~/.cache/lagjax/xla; every program is
+  cached, however fast it compiled. Returns the folder.
+  """
+  path = os.environ.get(CACHE_ENV) or DEFAULT_CACHE
+  os.makedirs(path, exist_ok=True)
+  jax.config.update("jax_compilation_cache_dir", path)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  return path
+
 
 def quiet_jax_logs() -> None:
   """Silences JAX's INFO line about missing TPU/GPU backends."""

@@ -2,9 +2,12 @@
 
   python -m experiments.table1 --config experiments/configs/table1.py --workdir docs/results/table1
 
-For every (task, plan) the step size η is chosen on validation seeds (all η of
-the task's grid and all validation seeds in one vmapped call), then the test
-seeds run at that η (one vmapped call). Writes
+For every task (and, for transformer tasks, each attention parameterisation:
+KQV products from a small init, or direct score/value maps from zero) every plan
+runs through one compiled runner: plans are data. Each row's step sizes are
+chosen on validation seeds (one η, or (η_out, η_attn) for the three-phase and
+attention-first plans), then the test seeds run at the chosen step sizes. The
+XLA compilation cache persists across runs (experiments.common). Writes
 
 - table1.md: the settings, test metric mean ± std per task and plan over the
   seeds that did not diverge (exclusions counted), and the lag gap and
@@ -39,41 +42,43 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/table1", "Output folder.")
 def main(argv):
   del argv
   common.quiet_jax_logs()
+  common.enable_compilation_cache()
   config = _CONFIG.value
   if config.quick:
     protocol.quick(config)
   protocol.validate(config)
   validation_key, test_key = jax.random.split(jax.random.key(config.seed))
   rows, joint_lags, lengths = [], {}, {}
+  blocks = [(name, attention) for name in config.tasks
+            for attention in protocol.attention_variants(config, name)]
   begin = time.time()
-  for name in config.tasks:
-    built = protocol.build(name, config)
+  for done, (name, attention) in enumerate(blocks, 1):
+    start = time.time()
+    built = protocol.build(name, config, attention)
     task = built[0]
     lengths[name] = (f"{describe_law(task.length)}, n ≤ {task.max_len} "
                      f"(P(n > {task.max_len}) = {task.truncated_mass:.2g})")
-    for plan_name in config.plans:
-      start = time.time()
-      eta, run = protocol.run_cell(config, name, plan_name, built, validation_key, test_key)
+    results = protocol.run_task(config, name, built, validation_key, test_key)
+    for plan_row, (chosen, run) in results.items():
       final, ok = protocol.final_scores(run)
       # Seeds that diverged are excluded and counted; with none left the cell is empty.
-      row = {"task": name, "plan": plan_name, "metric": task.metric_name,
-             "optimizer": config.task_settings[name].optimizer, "eta": eta}
+      row = {"task": name, "attention": attention, "plan": plan_row, "metric": task.metric_name,
+             "optimizer": config.task_settings[name].optimizer, "step_sizes": chosen.describe()}
       row["mean"], row["std"] = protocol.mean_std(final, ok)
       row["loss_mean"], row["loss_std"] = protocol.mean_std(run.test_loss[:, -1], ok)
       row.update({"seeds": int(ok.sum()), "diverged": int((~ok).sum()),
                   "lag_gap": "", "half_time_alpha": "", "half_time_beta": ""})
-      if plan_name == "joint":
+      if plan_row == "joint":
         lag = jax.vmap(metrics.lag_metrics)(run.attention, run.output, run.steps)
-        joint_lags[name] = (np.asarray(run.steps[0]), lag)
+        joint_lags[f"{name} ({attention})"] = (np.asarray(run.steps[0]), lag)
         row.update(lag_gap=float(np.mean(lag.lag_gap)),
                    half_time_alpha=float(np.mean(lag.half_time_alpha)),
                    half_time_beta=float(np.mean(lag.half_time_beta)))
       rows.append(row)
-      done = len(rows)
-      total = len(config.tasks) * len(config.plans)
-      print(f"[{done}/{total}, {time.time() - begin:.0f} s] {name:11s} {plan_name:16s} "
-            f"η = {eta:<6g} {task.metric_name} {summary(row)} [{time.time() - start:.1f}s]",
-            flush=True)
+    line = ", ".join(f"{r['plan']} {summary(r)}" for r in rows if r["task"] == name
+                     and r["attention"] == attention)
+    print(f"[{done}/{len(blocks)}, {time.time() - begin:.0f} s] {name} ({attention}) "
+          f"{task.metric_name}: {line} [{time.time() - start:.1f}s]", flush=True)
   elapsed = time.time() - begin
   workdir = _WORKDIR.value
   common.write_csv(rows, os.path.join(workdir, "table1.csv"))
@@ -100,15 +105,18 @@ def summary(row: dict, column: str = "") -> str:
 
 
 def pivot(config, rows: list[dict], column: str, label) -> list[str]:
-  """Markdown lines of a task x plan table of summary(row, column); label(row) heads a row."""
-  plans = list(config.plans)
-  lines = ["| task | " + label(None) + " | " + " | ".join(plans) + " |",
-           "|---|---|" + "---|" * len(plans)]
-  for name in config.tasks:
-    cells = {row["plan"]: row for row in rows if row["task"] == name}
-    lines.append(f"| {name} | {label(next(iter(cells.values())))} | " + " | ".join(
-        summary(cells[p], column) + ("" if column else f" (η={cells[p]['eta']:g})")
-        for p in plans) + " |")
+  """Markdown lines of a (task, attention) x plan-row table of summary(row, column);
+  label(row) heads a line."""
+  plan_rows = protocol.table_rows(config)
+  lines = ["| task | attention | " + label(None) + " | " + " | ".join(plan_rows) + " |",
+           "|---|---|---|" + "---|" * len(plan_rows)]
+  blocks = dict.fromkeys((row["task"], row["attention"]) for row in rows)
+  for name, attention in blocks:
+    cells = {row["plan"]: row for row in rows
+             if row["task"] == name and row["attention"] == attention}
+    lines.append(f"| {name} | {attention} | {label(next(iter(cells.values())))} | " + " | ".join(
+        summary(cells[p], column) + ("" if column else f" ({cells[p]['step_sizes']})")
+        for p in plan_rows) + " |")
   return lines
 
 
@@ -119,9 +127,16 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
   """
   lines = ["# Table 1: six tasks x five plans", "",
            f"Test seeds: {config.num_seeds} (mean ± std over the seeds that did not diverge; "
-           f"'k div.' counts exclusions). η chosen per (task, plan) on {config.validation_seeds} "
-           f"validation seeds. Batch {config.batch_size}, init scale {config.init_scale}, "
-           f"{config.test_size} held-out samples. Run time {elapsed:.0f} s.", ""]
+           f"'k div.' counts exclusions). Step sizes chosen per (task, attention, plan row) on "
+           f"{config.validation_seeds} validation seeds: η from the task's grid; the "
+           f"'{protocol.PER_PHASE[1:]}' rows choose (η_out, η_attn = m·η_out) with m in "
+           f"{tuple(config.attention_multipliers)} (η_out for output phases, η_attn for the "
+           f"attention phase), the plain rows keep m = 1. Attention 'kqv': W_Q, W_K, W_V, W_O, "
+           f"readout from a small init; 'direct': per-head score and value maps from zero (the "
+           f"theory's (α, β) parameterisation). Phase lengths (fractions of T before the last "
+           f"phase): {dict(config.phase_fractions)}. Batch {config.batch_size}, init scale "
+           f"{config.init_scale}, {config.test_size} held-out samples. Run time {elapsed:.0f} s.",
+           ""]
   lines += pivot(config, rows, "", lambda row: "metric" if row is None else
                  f"{row['metric']} {'↓' if protocol.LOWER_IS_BETTER[row['metric']] else '↑'}")
   lines += ["", "## Held-out training loss (same runs)", "",
@@ -146,19 +161,22 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
   joint = [row for row in rows if row["plan"] == "joint"]
   if joint:
     lines += ["", "## Lag of joint training (docs/theory.md section 6, mean over test seeds)", "",
-              "| task | lag gap | half-progress step, attention | half-progress step, output |",
-              "|---|---|---|---|"]
-    lines += [f"| {row['task']} | {row['lag_gap']:.3g} | {row['half_time_alpha']:.4g} | "
-              f"{row['half_time_beta']:.4g} |" for row in joint]
+              "| task | attention | lag gap | half-progress step, attention | "
+              "half-progress step, output |", "|---|---|---|---|---|"]
+    lines += [f"| {row['task']} | {row['attention']} | {row['lag_gap']:.3g} | "
+              f"{row['half_time_alpha']:.4g} | {row['half_time_beta']:.4g} |" for row in joint]
   return "\n".join(lines) + "\n"
 
 
 def plot_lag_curves(lags: dict, path: str) -> None:
-  """2 x 3 panels: r_α (dashed) and r_β of joint training per task, bands over seeds.
+  """Panels, three a line: r_α (dashed) and r_β of joint training per task (and attention),
+  bands over seeds.
 
-  lags maps a task name to (record steps, LagMetrics with a leading seed axis).
+  lags maps a panel title to (record steps, LagMetrics with a leading seed axis).
   """
-  fig, axes = plt.subplots(2, 3, figsize=(13, 7), squeeze=False)
+  columns = 3
+  fig, axes = plt.subplots(-(-len(lags) // columns), columns, figsize=(13, 3.5 * -(
+      -len(lags) // columns)), squeeze=False)
   for ax, (name, (steps, lag)) in zip(axes.flat, lags.items()):
     for values, label, style in ((lag.r_beta, "r_β (output)", "-"),
                                  (lag.r_alpha, "r_α (attention)", "--")):

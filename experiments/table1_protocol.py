@@ -4,15 +4,21 @@ Used by the experiments.table1 binary (and its benchmark and tests) without
 defining any flag:
 
 - validate(config): every field the run reads, errors naming the field;
-- build(name, config): the task and its model (transformer, direct (α, β), SLR);
-- make_plan(name, eta, steps, optimizer): the five plans with the config's phase lengths;
-- run_cell(...): η chosen on validation seeds (grid x seeds in one vmapped call),
-  then the test seeds at that η (one vmapped call).
+- build(name, config, attention): the task and its model (transformer with KQV or
+  direct attention, direct (α, β), SLR);
+- candidates(config, name): every (row, plan, step sizes) the validation tries:
+  one η for joint / output-only / attention-only; (η_out, η_attn = m·η_out) for the
+  two-step-size plans, m from config.attention_multipliers, whose one-η rows keep m = 1;
+- run_task(...): all candidates x validation seeds, then the chosen step sizes x test
+  seeds, through ONE compiled runner per (task, attention): every plan is data
+  (three padded slots), evaluated in fixed-size chunks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -25,10 +31,17 @@ from lagjax import models, tasks, validation
 from lagjax.models import slr, transformer
 from lagjax.task_train import make_batched_runner
 
+NUM_SLOTS = 3  # the longest plan (three_phase); shorter plans are padded
+# Plans with two step sizes: the η name fed by η_out and the one fed by η_attn.
+TWO_STEP_SIZES = {"three_phase": {"eta1": "out", "eta2": "attn", "eta3": "out"},
+                  "attention_first": {"eta2": "attn", "eta3": "out"}}
+PER_PHASE = "_per_phase"  # row suffix of a two-step-size plan with η_attn = m·η_out chosen
+
 LOWER_IS_BETTER = {"accuracy": False, "risk": True, "kl_to_bayes": True}
 OPTIMIZERS = {"sgd": optax.sgd, "adam": optax.adam}
 SETTINGS_FIELDS = ("model", "heads", "query", "positional", "max_len", "optimizer", "steps",
                    "eta_grid")
+ATTENTIONS = transformer.ATTENTIONS
 # Models per task: the general transformer, the direct (α, β) model of docs/theory.md section 2
 # (from θ0 = 0, the theory's setting; languages only) and the SLR model of section 7.
 MODELS = {"transformer": ("occurrence", "or", "and", "even_pairs", "icl_bigram"),
@@ -39,6 +52,7 @@ def quick(config) -> None:
   """The CI smoke version: small width, few steps and seeds."""
   config.width, config.batch_size, config.records, config.test_size = 6, 16, 4, 128
   config.validation_seeds, config.num_seeds = 1, 2
+  config.attention_multipliers = (1.0, 100.0)
   for name, settings in config.task_settings.items():
     settings.steps = 20
     settings.eta_grid = settings.eta_grid[1:2]
@@ -67,6 +81,23 @@ def validate(config) -> None:
   if not (isinstance(config.init_scale, float | int) and math.isfinite(config.init_scale)
           and config.init_scale > 0):
     _fail("init_scale", "a finite number > 0", config.init_scale)
+  multipliers = config.attention_multipliers
+  if not (isinstance(multipliers, tuple | list) and 1.0 in multipliers and all(
+      isinstance(m, float | int) and math.isfinite(m) and m > 0 for m in multipliers)):
+    _fail("attention_multipliers", "a tuple of finite multiples m > 0 of η_out that includes 1 "
+          "(the one-η rows)", multipliers)
+  if not (isinstance(config.attention_variants, tuple | list) and config.attention_variants
+          and all(a in ATTENTIONS for a in config.attention_variants)):
+    _fail("attention_variants", f"a non-empty tuple of {ATTENTIONS}", config.attention_variants)
+  for plan_name, fractions in config.phase_fractions.items():
+    phases = len(lj.plans.get_plan(plan_name).groups) if plan_name in lj.plans.PLANS else -1
+    if not (isinstance(fractions, tuple | list) and len(fractions) == phases - 1 and all(
+        isinstance(f, float) and f > 0 for f in fractions) and sum(fractions) < 1):
+      _fail(f"phase_fractions.{plan_name}", "fractions of T > 0, one per phase but the last, "
+            "summing to < 1, for a plan with several phases", fractions)
+  if not (validation.is_int(config.chunk_size) and config.chunk_size >= 0):
+    _fail("chunk_size", "an integer >= 0 (0: the number of test rows of a task)",
+          config.chunk_size)
   for name in config.tasks:
     if name not in config.task_settings:
       _fail("task_settings", f"a block for every task of config.tasks (missing {name!r})",
@@ -104,8 +135,9 @@ def validate(config) -> None:
         _fail(f"{field}.mean_length", "a number > 1", settings.mean_length)
 
 
-def build(name: str, config):
-  """(task, lagjax.models.Model) for a task name and its settings."""
+def build(name: str, config, attention: str = "kqv"):
+  """(task, lagjax.models.Model) for a task name, its settings and the transformer's
+  attention parameterisation ("kqv" or "direct"; unused by the direct and SLR models)."""
   settings = config.task_settings[name]
   if name == "slr":
     task = tasks.get_task("slr", m=config.width, max_len=settings.max_len)
@@ -118,7 +150,8 @@ def build(name: str, config):
         lambda key: (lj.init_params(config.width), {}),
         lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
         models.direct.GROUPS)
-  model = dict(heads=settings.heads, query=settings.query, positional=settings.positional)
+  model = dict(heads=settings.heads, query=settings.query, positional=settings.positional,
+               attention=attention)
   if name == "icl_bigram":
     task = tasks.get_task(name, k=settings.k, length=lj.geometric(1.0 / settings.mean_length),
                           max_len=settings.max_len)
@@ -136,16 +169,66 @@ def build(name: str, config):
                                                      batch.mask), transformer.GROUPS)
 
 
-# Phase lengths of the multi-phase plans as fractions of T (the last phase takes the rest).
-PHASE_FRACTIONS = {"three_phase": (4, 4), "attention_first": (2,)}
+def attention_variants(config, name: str) -> tuple[str, ...]:
+  """The transformer's attention parameterisations to report for task `name`."""
+  if name == "slr" or config.task_settings[name].model != "transformer":
+    return ("kqv",)
+  return tuple(config.attention_variants)
 
 
-def make_plan(name: str, eta: float, steps: int, optimizer: str) -> lj.plans.Plan:
-  """The plan `name` with step size eta in every phase (phase lengths in the config doc)."""
-  spec = lj.plans.get_plan(name)
-  earlier = tuple(steps // k for k in PHASE_FRACTIONS.get(name, ()))
-  return spec.build({eta_name: eta for eta_name in spec.step_sizes}, steps - sum(earlier),
-                    phase_steps=earlier, optimizer=OPTIMIZERS[optimizer])
+def make_plan(name: str, etas: dict, steps: int, optimizer: str,
+              fractions=()) -> lj.plans.Plan:
+  """The registered plan `name` with step sizes etas (by name) and T = steps in all.
+
+  fractions: the lengths of the phases before the last, as fractions of T (floored).
+  """
+  earlier = tuple(int(steps * f) for f in fractions)
+  return lj.plans.get_plan(name).build(etas, steps - sum(earlier), phase_steps=earlier,
+                                       optimizer=OPTIMIZERS[optimizer])
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+  """One validation candidate: the table row it competes for, and its plan."""
+
+  rows: tuple[str, ...]      # the rows this candidate competes in
+  plan_name: str
+  eta_out: float
+  eta_attn: float | None     # None for one-η plans
+
+  def etas(self) -> dict:
+    if self.eta_attn is None:
+      return {"eta": self.eta_out}
+    by_kind = {"out": self.eta_out, "attn": self.eta_attn}
+    return {name: by_kind[kind] for name, kind in TWO_STEP_SIZES[self.plan_name].items()}
+
+  def describe(self) -> str:
+    if self.eta_attn is None:
+      return f"η={self.eta_out:g}"
+    return f"η_out={self.eta_out:g}, η_attn={self.eta_attn:g}"
+
+
+def candidates(config, name: str) -> list[Candidate]:
+  """Every candidate of task `name`: one η per grid point, or (η_out, m·η_out) per grid point
+  and attention multiplier m; a two-step-size candidate with m = 1 also competes in the
+  plan's one-η row."""
+  found = []
+  for plan_name in config.plans:
+    for eta in config.task_settings[name].eta_grid:
+      if plan_name not in TWO_STEP_SIZES:
+        found.append(Candidate((plan_name,), plan_name, float(eta), None))
+        continue
+      for m in config.attention_multipliers:
+        rows = (plan_name, plan_name + PER_PHASE) if m == 1 else (plan_name + PER_PHASE,)
+        found.append(Candidate(rows, plan_name, float(eta), float(eta) * m))
+  return found
+
+
+def table_rows(config) -> list[str]:
+  """The plan rows of the table, in order: each plan, then its per-phase row if it has one."""
+  return [row for plan_name in config.plans
+          for row in ((plan_name, plan_name + PER_PHASE) if plan_name in TWO_STEP_SIZES
+                      else (plan_name,))]
 
 
 def final_scores(run):
@@ -160,27 +243,61 @@ def mean_std(values, ok) -> tuple:
   return (float(values.mean()), float(values.std())) if values.size else ("", "")
 
 
-def run_cell(config, name: str, plan_name: str, built, validation_key, test_key):
-  """Chooses η on the validation seeds, then runs the test seeds; returns (η, test run)."""
+def evaluate_in_chunks(runner: Callable, keys, data, chunk: int):
+  """runner over rows (R,) in fixed chunks of `chunk` rows (the last padded): one shape, so
+  one compilation, whatever R."""
+  rows = keys.shape[0]
+  padded = -(-rows // chunk) * chunk
+  index = np.minimum(np.arange(padded), rows - 1)
+  keys, data = keys[index], jax.tree_util.tree_map(lambda x: x[index], data)
+  parts = [runner(keys[i:i + chunk], jax.tree_util.tree_map(lambda x, i=i: x[i:i + chunk], data))
+           for i in range(0, padded, chunk)]
+  return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[:rows], *parts)
+
+
+def run_task(config, name: str, built, validation_key, test_key,
+             make_runner: Callable = make_batched_runner):
+  """Validation then test of every row of task `name` through one compiled runner.
+
+  Returns {row: (Candidate chosen, TaskRun of the test seeds)}. Each row's step sizes are
+  chosen by the mean final held-out metric over the validation seeds; diverged validation
+  seeds count as the worst score, so a diverging candidate loses.
+  """
   task, model = built
   settings = config.task_settings[name]
-  grid = [float(eta) for eta in settings.eta_grid]
-  plan = make_plan(plan_name, grid[0], settings.steps, settings.optimizer)
-  runner = make_batched_runner(
-      task, model, plan.slots(), num_steps=plan.total_steps, batch_size=config.batch_size,
-      test_size=config.test_size, record_every=max(1, settings.steps // config.records))
-  phases = len(plan.phases)
+  steps = settings.steps
+  found = candidates(config, name)
 
-  def data(etas):
-    return jax.vmap(lambda row: plan.data(etas=row))(etas)
+  def plan_of(candidate):
+    return make_plan(candidate.plan_name, candidate.etas(), steps, settings.optimizer,
+                     tuple(config.phase_fractions.get(candidate.plan_name, ())))
 
+  slots = plan_of(found[0]).slots(NUM_SLOTS)
+  runner = make_runner(task, model, slots, num_steps=steps, batch_size=config.batch_size,
+                       test_size=config.test_size,
+                       record_every=max(1, steps // config.records))
+
+  def data(chosen):
+    rows = [plan_of(c).data(NUM_SLOTS) for c in chosen]
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *rows)
+
+  rows = table_rows(config)
+  chunk = config.chunk_size or len(rows) * config.num_seeds
   seeds = config.validation_seeds
-  keys = jnp.tile(jax.random.split(validation_key, seeds), len(grid))
-  etas = jnp.repeat(jnp.asarray(grid), seeds)[:, None] * jnp.ones(phases)
-  final, ok = final_scores(runner(keys, data(etas)))
+  keys = jnp.tile(jax.random.split(validation_key, seeds), (len(found),))
+  final, ok = final_scores(evaluate_in_chunks(
+      runner, keys, data([c for c in found for _ in range(seeds)]), chunk))
   lower = LOWER_IS_BETTER[task.metric_name]
-  # Diverged validation seeds count as the worst score, so a diverging η loses.
-  scores = np.where(ok, final, np.inf if lower else -np.inf).reshape(len(grid), seeds).mean(1)
-  eta = grid[int(np.argmin(scores) if lower else np.argmax(scores))]
-  keys = jax.random.split(test_key, config.num_seeds)
-  return eta, runner(keys, data(jnp.full((config.num_seeds, phases), eta)))
+  scores = np.where(ok, final, np.inf if lower else -np.inf).reshape(len(found), seeds).mean(1)
+  scores = scores if lower else -scores
+  chosen = {}
+  for row in rows:
+    competing = [i for i, c in enumerate(found) if row in c.rows]
+    chosen[row] = found[competing[int(np.argmin(scores[competing]))]]
+  keys = jnp.tile(jax.random.split(test_key, config.num_seeds), (len(rows),))
+  test = evaluate_in_chunks(
+      runner, keys, data([chosen[row] for row in rows for _ in range(config.num_seeds)]), chunk)
+  per_row = jax.tree_util.tree_map(
+      lambda x: x.reshape(len(rows), config.num_seeds, *x.shape[1:]), test)
+  return {row: (chosen[row], jax.tree_util.tree_map(lambda x, i=i: x[i], per_row))
+          for i, row in enumerate(rows)}

@@ -114,12 +114,15 @@ def test_table1_quick_smoke(tmp_path):
        str(REPO / "experiments/configs/table1.py"), "--config.quick=True",
        "--config.tasks=('occurrence', 'icl_bigram', 'slr')",
        "--config.plans=('joint', 'three_phase')", "--workdir", str(workdir)],
-      cwd=REPO, capture_output=True, text=True, timeout=600)
+      cwd=REPO, capture_output=True, text=True, timeout=600,
+      env=dict(os.environ, LAGJAX_COMPILATION_CACHE=str(tmp_path / "xla_cache")))
   assert result.returncode == 0, result.stderr[-3000:]
   for name in ("table1.md", "table1.csv", "lag_curves.png"):
     assert (workdir / name).exists(), name
   rows = (workdir / "table1.csv").read_text().splitlines()
-  assert len(rows) == 1 + 3 * 2
+  # occurrence and ICL under both attention parameterisations, SLR once; per block the rows
+  # joint, three_phase and three_phase_per_phase.
+  assert len(rows) == 1 + (2 + 2 + 1) * 3
   assert "kl_to_bayes" in result.stdout and "accuracy" in result.stdout
 
 
@@ -156,6 +159,10 @@ def table1_config(**overrides):
      r"config.task_settings.or.model must be one of \('transformer', 'direct'\)"),
     ("task_settings__even_pairs__model", "direct",
      r"even_pairs.model must be one of \('transformer',\) for the task"),
+    ("attention_multipliers", (10.0, 100.0), "config.attention_multipliers must be a tuple of"),
+    ("attention_variants", ("kqv", "dense"), "config.attention_variants must be a non-empty"),
+    ("phase_fractions__three_phase", (0.5, 0.6), "config.phase_fractions.three_phase must be"),
+    ("chunk_size", -1, "config.chunk_size must be an integer >= 0"),
 ])
 def test_table1_validation_names_the_field(path, value, message):
   from absl import app
@@ -170,29 +177,85 @@ def test_table1_default_config_is_valid_and_plans_sum_to_t():
   from experiments import table1_protocol as protocol
   config = table1_config()
   protocol.validate(config)
-  for name in ("joint", "three_phase", "attention_first", "output_only", "attention_only"):
-    plan = protocol.make_plan(name, 0.5, 1002, "adam")
+  for candidate in protocol.candidates(config, "occurrence"):
+    plan = protocol.make_plan(candidate.plan_name, candidate.etas(), 1002, "adam",
+                              config.phase_fractions.get(candidate.plan_name, ()))
     assert plan.total_steps == 1002
-  phases = protocol.make_plan("three_phase", 0.5, 1002, "sgd").phases
-  assert [(p.group, p.steps) for p in phases] == [("output", 250), ("attention", 250),
-                                                  ("output", 502)]
+  phases = protocol.make_plan("three_phase", {"eta1": 0.5, "eta2": 50.0, "eta3": 0.5}, 1002,
+                              "sgd", config.phase_fractions.three_phase).phases
+  assert [(p.group, p.steps, p.eta) for p in phases] == [
+      ("output", 250, 0.5), ("attention", 250, 50.0), ("output", 502, 0.5)]
+  # Two-step-size plans: every (η, m) pair; m = 1 also competes in the one-η row.
+  grid, multipliers = config.task_settings.occurrence.eta_grid, config.attention_multipliers
+  three = [c for c in protocol.candidates(config, "occurrence") if c.plan_name == "three_phase"]
+  assert len(three) == len(grid) * len(multipliers)
+  assert {c.eta_out for c in three if "three_phase" in c.rows} == set(grid)
+  assert all(c.eta_attn == c.eta_out for c in three if "three_phase" in c.rows)
+  assert max(c.eta_attn / c.eta_out for c in three) == 1e4
 
 
 def test_table1_direct_model_follows_the_theory():
   """model = "direct": the (α, β) model from θ0 = 0, so attention-only SGD never moves
   (β = 0 kills the attention gradient, docs/theory.md section 4) while joint SGD learns."""
   from experiments import table1_protocol as protocol
-  config = table1_config(task_settings__occurrence__model="direct")
+  config = table1_config(task_settings__occurrence__model="direct",
+                         plans=("joint", "attention_only"))
   protocol.quick(config)
   protocol.validate(config)
   built = protocol.build("occurrence", config)
-  keys = [jax.random.key(0), jax.random.key(1)]
-  _, frozen = protocol.run_cell(config, "occurrence", "attention_only", built, *keys)
+  results = protocol.run_task(config, "occurrence", built, jax.random.key(0), jax.random.key(1))
+  frozen, joint = results["attention_only"][1], results["joint"][1]
   np.testing.assert_array_equal(np.asarray(frozen.attention), 0.0)
   np.testing.assert_array_equal(np.asarray(frozen.output), 0.0)
-  _, joint = protocol.run_cell(config, "occurrence", "joint", built, *keys)
   assert np.all(np.abs(np.asarray(joint.output[:, -1])).max(-1) > 0.01)
   assert np.all(np.abs(np.asarray(joint.attention[:, -1])).max(-1) > 0.0)
+
+
+@pytest.mark.parametrize("name, model", [("occurrence", "transformer"), ("or", "direct"),
+                                         ("slr", "slr")])
+def test_table1_one_compilation_equals_per_plan_runs(name, model):
+  """Every plan and step size of a task through one compiled runner (plans as data, padded
+  to three slots): traced once, and each test run equals the same plan run alone with its
+  own unpadded slots (train_task) to 1e-12 (the same arithmetic; only reduction order may
+  differ)."""
+  import chex
+
+  from experiments import table1_protocol as protocol
+  from lagjax.task_train import make_batched_runner, make_task_runner
+
+  chex.clear_trace_counter()
+  config = table1_config()
+  protocol.quick(config)
+  config.attention_multipliers = (1.0, 1000.0)
+  config.task_settings[name].eta_grid = (0.3, 1.0)
+  config.task_settings[name].model = model
+  protocol.validate(config)
+  built = protocol.build(name, config)
+
+  def counted(task, model, slots, **options):
+    return jax.jit(jax.vmap(chex.assert_max_traces(make_task_runner(task, model, slots,
+                                                                    **options), n=1)))
+
+  keys = jax.random.key(0), jax.random.key(1)
+  results = protocol.run_task(config, name, built, *keys, make_runner=counted)
+  assert len(protocol.candidates(config, name)) == 2 * (3 + 2 * 2)  # grid x (η plans + pairs)
+  assert set(results) == set(protocol.table_rows(config))
+  settings = config.task_settings[name]
+  test_keys = jax.random.split(keys[1], config.num_seeds)
+  for row in ("joint", "three_phase_per_phase"):
+    chosen, together = results[row]
+    plan = protocol.make_plan(chosen.plan_name, chosen.etas(), settings.steps,
+                              settings.optimizer,
+                              config.phase_fractions.get(chosen.plan_name, ()))
+    runner = make_batched_runner(*built, plan.slots(), num_steps=settings.steps,
+                                 batch_size=config.batch_size, test_size=config.test_size,
+                                 record_every=max(1, settings.steps // config.records))
+    data = jax.tree_util.tree_map(lambda x: jax.numpy.stack([x] * config.num_seeds),
+                                  plan.data())
+    alone = runner(test_keys, data)
+    for field in ("test_loss", "attention", "output"):
+      chex.assert_trees_all_close(np.asarray(getattr(together, field)),
+                                  np.asarray(getattr(alone, field)), atol=1e-12, rtol=0)
 
 
 def test_table1_binary_rejects_a_bad_override_of_a_keyword_task():

@@ -25,13 +25,23 @@ max_len of 64 leaves only 20% positives for AND at d = 50). The ICL bigram uses
 k = 10 tokens and mean length 50: at k = 50 (max_len 64) the Bayes predictor is
 only 0.004 nats better than the uniform one and no plan learned anything.
 
-Optimizers. Plain SGD (one step size η for every phase of a plan) on fresh
-minibatches, except Adam for the ICL bigram, where SGD from the small init did
-not leave the KQV saddle within 5000 steps. Each plan's η is chosen from the
-task's `eta_grid` on `validation_seeds` seeds (never the test seeds) by the final
-held-out metric; diverged validation seeds lose. Phase lengths: three_phase T/4
-output, T/4 attention, T/2 output; attention_first T/2 attention, T/2 output;
-the others T.
+Attention (`attention_variants`). Every transformer task runs under both
+parameterisations of its attention: "kqv" (W_Q, W_K, W_V, W_O, readout from a
+small init, `init_scale`) and "direct" (per-head score and value maps from zero,
+the (α, β) parameterisation the paper's theory covers).
+
+Optimizers and step sizes. Plain SGD on fresh minibatches, except Adam for the
+ICL bigram, where SGD from the small init did not leave the KQV saddle within
+5000 steps. joint, output_only and attention_only use one η from the task's
+`eta_grid`. three_phase and attention_first have two: η_out for the output
+phases and η_attn = m·η_out for the attention phase, m from
+`attention_multipliers`; their plain rows keep m = 1 (one η), their
+"_per_phase" rows choose m too. Step sizes are chosen on `validation_seeds`
+seeds (never the test seeds) by the final held-out metric; diverged validation
+seeds lose. Phase lengths (`phase_fractions`): three_phase T/4 output, T/4
+attention, T/2 output; attention_first T/2 attention, T/2 output; the others T.
+Every plan of a (task, attention) runs through one compiled runner, in chunks
+of `chunk_size` runs (0: the test rows of a task, one chunk).
 
 `--config.quick=True` shrinks everything to a CI smoke test.
 """
@@ -60,6 +70,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.validation_seeds = 2
   config.num_seeds = 8
   config.seed = 0
+  config.attention_variants = ("kqv", "direct")
+  config.attention_multipliers = (1.0, 10.0, 100.0, 1000.0, 10000.0)
+  config.phase_fractions = ml_collections.ConfigDict({"three_phase": (0.25, 0.25),
+                                                      "attention_first": (0.5,)})
+  config.chunk_size = 0
   config.task_settings = ml_collections.ConfigDict({
       "occurrence": _settings(steps=1000, eta_grid=LANGUAGE_GRID),
       "or": _settings(steps=1000, eta_grid=LANGUAGE_GRID),
