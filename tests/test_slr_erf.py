@@ -15,6 +15,7 @@ import scipy.integrate  # noqa: E402
 import scipy.special  # noqa: E402
 
 import lagjax as lj  # noqa: E402
+from lagjax.models import erf_slr  # noqa: E402
 from lagjax.tasks import slr  # noqa: E402
 
 TASK_OPTIONS = {
@@ -103,7 +104,7 @@ def test_erf_moments_match_quadrature():
 def squared_error_sums(t, key, batch_size, ks, vs, lams):
   """Sums of e and e² for e = (T - y)², one row per (k, v, λ), on one batch."""
   batch = t.sample(key, batch_size)
-  apply = lambda k, v, lam: slr.erf_apply({"k": k, "v": v}, batch.inputs, batch.mask, lam)
+  apply = lambda k, v, lam: erf_slr.apply({"k": k, "v": v}, batch.inputs, batch.mask, lam)
   errors = (jax.vmap(apply)(ks, vs, lams) - batch.targets) ** 2
   return errors.sum(1), (errors**2).sum(1)
 
@@ -270,23 +271,23 @@ def test_erf_apply_hand_computed_and_masked():
   params = {"k": jnp.array([1.0, 0.0]), "v": jnp.array([0.0, 1.0])}
   # erf(2·1)·0 + erf(2·0.5)·2; the padded position is ignored.
   expected = 2 * math.erf(1.0)
-  chex.assert_trees_all_close(slr.erf_apply(params, inputs, mask, 2.0), jnp.array([expected]),
+  chex.assert_trees_all_close(erf_slr.apply(params, inputs, mask, 2.0), jnp.array([expected]),
                               atol=1e-15)
 
 
 def test_project_to_sphere_and_tangent_gradients():
   params = {"k": jnp.array([3.0, 4.0]), "v": jnp.array([0.0, -2.0])}
-  chex.assert_trees_all_close(slr.project_to_sphere(params),
+  chex.assert_trees_all_close(erf_slr.project_to_sphere(params),
                               {"k": jnp.array([0.6, 0.8]), "v": jnp.array([0.0, -1.0])},
                               atol=1e-16)
-  unit_params = slr.project_to_sphere(params)
+  unit_params = erf_slr.project_to_sphere(params)
   grads = {"k": jnp.array([1.0, 1.0]), "v": jnp.array([2.0, 3.0])}
-  tangent = slr.tangent_gradients(unit_params, grads)
+  tangent = erf_slr.tangent_gradients(unit_params, grads)
   # g - ⟨g,x⟩x: (1,1) - 1.4·(0.6,0.8) and (2,3) - (-3)·(0,-1).
   chex.assert_trees_all_close(tangent, {"k": jnp.array([0.16, -0.12]), "v": jnp.array([2.0, 0.0])},
                               atol=1e-15)
-  assert set(slr.PARAM_GROUPS) == set(params)
-  assert slr.PARAM_GROUPS == {"k": "attention", "v": "output"}
+  assert set(erf_slr.GROUPS) == set(params)
+  assert erf_slr.GROUPS == {"k": "attention", "v": "output"}
 
 
 # --- Bad input. -------------------------------------------------------------
@@ -315,3 +316,33 @@ def test_bad_input_is_named():
     slr.make_erf_objective(t, -2.0)
   with pytest.raises(ValueError, match=r"task must be the SLR task"):
     slr.make_erf_objective(lj.tasks.get_task("even_pairs"), 1.0)
+
+
+def test_train_erf_is_projected_gd_through_the_one_loop():
+  """train_erf equals a hand-written projected GD loop (Riemannian step, then projection)
+  on the exact objective to 1e-12 (the same arithmetic), keeps k and v on the sphere,
+  trains only the phase's group, and its recorded risk is erf_population_risk's."""
+  t = task("fixed")
+  m = t.options["m"]
+  rng = np.random.default_rng(5)
+  start = {name: jnp.asarray(x / np.linalg.norm(x)) for name, x in
+           zip(("k", "v"), rng.standard_normal((2, m)))}
+  plan = lj.plans.three_phase(0.2, 0.5, 0.2, 3)
+  run = slr.train_erf(t, plan, LAM, start)
+  objective = slr.make_erf_objective(t, LAM)
+  params = start
+  for phase in plan.phases:
+    for _ in range(phase.steps):
+      _, grads = objective(params, 0, 0)
+      grads = erf_slr.tangent_gradients(params, grads)
+      params = erf_slr.project_to_sphere({
+          name: params[name] - phase.eta * grads[name] * phase.trains(erf_slr.GROUPS[name])
+          for name in params})
+  chex.assert_trees_all_close(run.params, params, atol=1e-12)
+  np.testing.assert_allclose(np.linalg.norm(np.asarray(run.k), axis=-1), 1.0, atol=1e-14)
+  np.testing.assert_allclose(np.linalg.norm(np.asarray(run.v), axis=-1), 1.0, atol=1e-14)
+  np.testing.assert_array_equal(np.asarray(run.k[1]), np.asarray(start["k"]))  # output phase
+  assert float(run.risk[-1]) < float(run.risk[0])
+  assert float(run.risk[-1]) == pytest.approx(
+      float(slr.erf_population_risk(t, run.params["k"], run.params["v"], LAM)), abs=1e-14)
+  assert not bool(run.diverged)

@@ -7,23 +7,25 @@ Tokens X_ℓ ∈ R^m, ℓ = 1 … n: X_ℓ ~ N(0, I_m) except one position J, un
 squared, ℓ = ½(f - y)², and the metric is its mean (the empirical risk; the
 noise alone costs σ²/2).
 
-Marion et al.'s erf model T(X) = Σ_ℓ erf(λ⟨X_ℓ,k⟩)⟨X_ℓ,v⟩ has an exact population
-risk on this data (docs/theory.md §7b): `erf_population_risk`, the objective
-`make_erf_objective` for a plan runner, and `project_to_sphere`,
-`tangent_gradients` and `erf_apply` for projected GD and Monte Carlo.
+Marion et al.'s erf model T(X) = Σ_ℓ erf(λ⟨X_ℓ,k⟩)⟨X_ℓ,v⟩ (lagjax.models.erf_slr)
+has an exact population risk on this data (docs/theory.md §7b):
+`erf_population_risk`, the objective `make_erf_objective` of the one training
+loop, and `train_erf`, exact projected GD with any plan.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from lagjax import lengths as lengths_lib
-from lagjax import validation
+from lagjax import models, plans, runner, validation
+from lagjax.models import erf_slr
 from lagjax.tasks import base
 
 DEFAULT_LENGTH = lengths_lib.Fixed(10)
@@ -101,7 +103,6 @@ def slr_task(*, m: int = 50, length=None, max_len=None, gamma: float = 1.0,
 # group) unit vectors, trained by projected GD on the sphere.
 # ---------------------------------------------------------------------------
 
-PARAM_GROUPS = {"k": "attention", "v": "output"}
 UNIT_NORM_TOLERANCE = 1e-8  # |‖k‖ - 1|, |‖v‖ - 1| accepted by erf_population_risk
 
 # Owen's T by an N-point Gauss–Legendre rule on its finite integral. For 0 < ω <= 1
@@ -275,10 +276,10 @@ def make_erf_objective(task: base.Task, lam):
     lam: λ > 0, finite (fixed during training).
 
   Returns:
-    objective(params, step, key) -> (risk, grads) for params {"k": (m,), "v": (m,)}
-    (groups: PARAM_GROUPS); risk is erf_population_risk's E[(T - y)²] and grads its
-    Euclidean gradient (exact off the sphere too, so projected GD is exact).
-    step and key are ignored: the route is deterministic.
+    objective(params, step, phase) -> (risk, grads) for params {"k": (m,), "v": (m,)}
+    (groups: models.erf_slr.GROUPS); risk is erf_population_risk's E[(T - y)²] and grads
+    its Euclidean gradient (exact off the sphere too, so projected GD is exact).
+    step and phase are ignored: the route is deterministic.
   """
   validation.require_float64("lj.tasks.slr.make_erf_objective")
   task = _check_slr_task(task, "make_erf_objective")
@@ -286,42 +287,66 @@ def make_erf_objective(task: base.Task, lam):
   risk = _erf_risk_fn(task)
   value_and_grad = jax.jit(jax.value_and_grad(lambda params: risk(params["k"], params["v"], lam)))
 
-  def objective(params, step, key):
-    del step, key
+  def objective(params, step, phase):
+    del step, phase
     return value_and_grad(params)
 
   return objective
 
 
-def project_to_sphere(params):
-  """Each leaf x ↦ x/‖x‖ (the projection step of projected GD); a zero leaf stays zero."""
-  def project(x):
-    norm = jnp.linalg.norm(x)
-    return x / jnp.where(norm > 0, norm, 1.0)
+class ErfRun(NamedTuple):
+  """Exact projected GD of the erf model: records at `steps` (each (R, ...))."""
 
-  return jax.tree_util.tree_map(project, params)
-
-
-def tangent_gradients(params, grads):
-  """Each gradient leaf g at x ↦ g - ⟨g, x⟩x, for unit x: the Riemannian gradient on the sphere.
-
-  Marion et al.'s projected GD steps along this and then applies project_to_sphere;
-  stepping along the Euclidean gradient and projecting is a different map.
-  """
-  return jax.tree_util.tree_map(lambda x, g: g - jnp.vdot(g, x) * x, params, grads)
+  params: dict            # final {"k", "v"}
+  steps: jax.Array
+  risk: jax.Array         # E[(T - y)²], exact
+  k: jax.Array            # (R, m)
+  v: jax.Array            # (R, m)
+  k_overlap: jax.Array    # ⟨k, k*⟩
+  v_overlap: jax.Array    # ⟨v, v*⟩
+  diverged: jax.Array
+  diverged_step: jax.Array
 
 
-def erf_apply(params, inputs, mask, lam):
-  """T(X) = Σ_ℓ erf(λ⟨X_ℓ,k⟩)⟨X_ℓ,v⟩ over real positions, for inputs X (..., L, m).
+def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
+              riemannian: bool = True, max_risk: float = 1e8) -> ErfRun:
+  """Runs `plan` on the erf model with exact population gradients (docs/theory.md §7b).
+
+  Projected GD on the sphere through the one training loop (lagjax.runner): each step
+  moves along the Riemannian gradient g - ⟨g, x⟩x (Marion et al.; riemannian=False: the
+  Euclidean gradient) and projects back onto the unit sphere.
 
   Args:
-    params: {"k": (m,), "v": (m,)}.
-    inputs: X, shape (..., L, m).
-    mask: boolean (..., L), True at real positions.
-    lam: λ.
-
-  Returns:
-    (...,) outputs.
+    task: the SLR task.
+    plan: a lj.plans.Plan (groups: k attention, v output).
+    lam: λ > 0.
+    params0: {"k": (m,), "v": (m,)} unit vectors.
+    record_every: record every this many steps (and at the end).
+    riemannian: step along the tangent (default) or the Euclidean gradient.
+    max_risk: a risk above this marks the run diverged.
   """
-  terms = jax.scipy.special.erf(lam * (inputs @ params["k"])) * (inputs @ params["v"])
-  return jnp.where(mask, terms, 0.0).sum(-1)
+  if not isinstance(plan, plans.Plan):
+    raise ValueError(f"plan must be a lj.plans.Plan; got {type(plan).__name__}.")
+  validation.check_int("record_every", record_every, 1)
+  m = _check_slr_task(task, "train_erf").options["m"]
+  params0 = {name: _check_direction(name, params0[name], m) for name in ("k", "v")}
+  objective = make_erf_objective(task, lam)
+  k_star, v_star = (jnp.asarray(task.extras[name]) for name in ("k_star", "v_star"))
+
+  def step_objective(params, step, phase):
+    value, grads = objective(params, step, phase)
+    return value, erf_slr.tangent_gradients(params, grads) if riemannian else grads
+
+  def record_fn(params, step):
+    return {"risk": objective(params, step, 0)[0], "k": params["k"], "v": params["v"],
+            "k_overlap": params["k"] @ k_star, "v_overlap": params["v"] @ v_star}
+
+  loop = runner.make_runner(plan.slots(), functools.partial(models.group_labels,
+                                                            erf_slr.GROUPS),
+                            lambda key: step_objective, lambda key: record_fn,
+                            num_steps=plan.total_steps, record_every=record_every,
+                            max_value=max_risk, constrain=erf_slr.project_to_sphere)
+  trace = jax.jit(loop)(params0, jax.random.key(0), plan.data())
+  records = trace.records
+  return ErfRun(trace.params, records["steps"], records["risk"], records["k"], records["v"],
+                records["k_overlap"], records["v_overlap"], trace.diverged, trace.diverged_step)
