@@ -149,7 +149,7 @@ def test_unknown_route(lang):
 
 
 def test_laplace_needs_squared_loss(lang):
-  """The Laplace route is exact for squared loss only (THEORY 3a)."""
+  """The Laplace route is exact for squared loss only (docs/theory.md §3a)."""
   with pytest.raises(ValueError, match="route 'laplace' is exact for loss 'squared' only"):
     lj.risk_fn(lang, route="laplace", loss="logistic")
   with pytest.raises(ValueError, match="route 'laplace' is exact for loss 'squared' only"):

@@ -34,7 +34,7 @@ SEEDS = (0, 1, 2)
 # The lattice is run with tail 1e-15, so its certified bound is <= 1e-15 · 100.
 LATTICE_TOL = 1e-15
 # Agreement tolerances. Each route is exact up to: the oracle tail (< 1e-13),
-# the lattice tail (< 1e-13), the Laplace quadrature (< 1e-15 relative, THEORY
+# the lattice tail (< 1e-13), the Laplace quadrature (< 1e-15 relative, docs/theory.md
 # 3a) and float64 rounding. Risks are sums of n <= 1.4e5 positive terms adding
 # up to R < 10 here: rounding is ~√n·ε·R ≈ 4e-13 (worst case n·ε·R ≈ 1.5e-10).
 # Gradient entries are sums of the same size with |∂ℓ/∂θ| <= (max|β| + 1)·2max|β|.
@@ -298,7 +298,7 @@ def tied_routes(kind):
 def test_laplace_matches_lattice_on_tied_params_d50(kind):
   """On grouped θ at d = 50 the two routes agree within the lattice's certified bound.
 
-  The Laplace route is exact to < 1e-15 (THEORY 3a); the lattice drops a tail
+  The Laplace route is exact to < 1e-15 (docs/theory.md §3a); the lattice drops a tail
   bounded by its reported risk_bound; 1e-13 covers rounding of the ~1e6-term sum.
   """
   lang, partition, laplace_risk, lattice_report = tied_routes(kind)

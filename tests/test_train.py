@@ -1,6 +1,6 @@
 """lj.train: the claims of docs/theory.md section 5, tying, finite samples, KQV, divergence.
 
-Tolerances. The Laplace route's quadrature error is below 1e-14 (THEORY 3a),
+Tolerances. The Laplace route's quadrature error is below 1e-14 (docs/theory.md §3a),
 and two simulations of the same dynamics differ only by float64 roundoff of
 O(d) sums per step, a few 1e-16 per step relative; 1e-12 covers hundreds of
 steps of that with a margin and still catches any real difference (a
@@ -78,7 +78,7 @@ def laplace_floor(lang):
 
 
 def test_least_squares_floor_at_d10():
-  """The Laplace least-squares floor equals the hand formula and THEORY's 0.2977."""
+  """The Laplace least-squares floor equals the hand formula and docs/theory.md §4's 0.2977."""
   floor = laplace_floor(lj.occurrence(CLAIMS_D))
   # Quadrature < 1e-14; the 2x2 solve adds a few ulps of its condition number (~50).
   assert abs(floor - least_squares_floor(CLAIMS_D)) < EXACT
@@ -370,7 +370,7 @@ def test_divergence_is_marked_and_frozen():
                                   np.broadcast_to(getattr(run, name)[step],
                                                   getattr(run, name)[step:].shape))
     np.testing.assert_array_equal(run.params[name], getattr(run, name)[step])
-  # The first step really was taken with η = 1e6 (β1 = -η ∂R/∂β at zero, THEORY section 4).
+  # The first step really was taken with η = 1e6 (β1 = -η ∂R/∂β at zero, docs/theory.md §4).
   np.testing.assert_allclose(run.beta[1, 0], 1e6 / 5, rtol=1e-12)
 
 
