@@ -24,6 +24,7 @@ Params = dict
 
 def init_params(d: int, cls: bool = False) -> Params:
   """Zero initialization θ0 = 0, the paper's setting."""
+  validation.require_float64("lj.init_params")
   validation.check_int("d", d, 2, integral_floats=True)
   params = {"alpha": jnp.zeros(d), "beta": jnp.zeros(d)}
   if cls:
@@ -114,6 +115,7 @@ def init_kqv(key, d: int, *, width: int | None = None, key_dim: int | None = Non
   Returns (trainable, fixed): trainable {"W_Q": (m,k), "W_K": (m,k), "W_V": (m,m), "w_o": (m,)},
   fixed {"E": (d,m), "e_cls": (m,)}. Defaults: one-hot E (m = d), k = m, e_cls = 1/√m.
   """
+  validation.require_float64("lj.model.init_kqv")
   if not (math.isfinite(scale) and scale > 0):
     raise ValueError(f"scale must be finite and > 0; got {scale!r}.")
   embeddings = jnp.eye(d) if embeddings is None else jnp.asarray(embeddings, jnp.float64)

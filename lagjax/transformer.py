@@ -197,6 +197,7 @@ def init(key, config: TransformerConfig, scale: float = 0.1) -> tuple[Params, di
     (params, fixed): params as in `param_shapes`; fixed {"E": (vocab, token_dim),
     "e_cls": (token_dim,)}, one-hot (e_cls the extra dim) or N(0, 1/token_dim).
   """
+  validation.require_float64("lj.transformer.init")
   _check_config(config)
   if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
     raise ValueError(f"scale must be finite and > 0; got {scale!r}.")
@@ -325,6 +326,7 @@ def apply(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=N
     (...,) scalars when config.outputs == 1, else (..., outputs) logits. A row
     with no real token (and no attended CLS) gives 0.
   """
+  validation.require_float64("lj.transformer.apply")
   _check_config(config)
   _check_params(params, config)
   tokens, mask = _check_inputs(config, tokens, mask)
@@ -474,6 +476,7 @@ def slr_init(key, m: int, scale: float = 0.1) -> Params:
 
   scale = 0 is allowed: unlike the KQV form, zero is not a saddle here (∂f/∂ν ≠ 0).
   """
+  validation.require_float64("lj.transformer.slr_init")
   validation.check_int("SLR width m", m, 1)
   if not (isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0):
     raise ValueError(f"scale must be finite and >= 0; got {scale!r}.")
@@ -497,6 +500,7 @@ def slr_apply(params: Params, inputs, mask=None):
   Returns:
     (...,) outputs; 0 for a row with no real position.
   """
+  validation.require_float64("lj.transformer.slr_apply")
   if not isinstance(params, dict) or set(params) != {"W_K", "readout"}:
     raise ValueError("SLR params must be a dict with keys 'W_K' (κ) and 'readout' (ν); got "
                      f"{sorted(params) if isinstance(params, dict) else type(params).__name__}.")
