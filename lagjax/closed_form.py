@@ -147,8 +147,8 @@ def three_phase(lang: languages.Language, eta1: float, eta2: float, eta3: float,
   Returns:
     A dict with the final per-token params, the squared risk (quadratic_risk at
     the final α), the exact 0-1 error (threshold or lattice route, certified to
-    1e-12; NaN where neither is feasible) and whether the run diverged (then
-    params and risk are not meaningful).
+    1e-12; NaN where neither is feasible or the run diverged) and whether the run
+    diverged (then params and risk are not meaningful).
   """
   validation.require_float64("lj.closed_form.three_phase")
   plans.three_phase(eta1, eta2, eta3, 1 if steps == math.inf else steps)  # checks η and T
@@ -158,7 +158,7 @@ def three_phase(lang: languages.Language, eta1: float, eta2: float, eta3: float,
   partition = partition_lib.of_language(lang)
   token_params = dict(params, alpha=partition.expand(params["alpha"]),
                       beta=partition.expand(params["beta"]))
-  error = risk.exact_error(lang, token_params)
+  error = None if diverged else risk.exact_error(lang, token_params)
   return {"params": token_params, "risk": float(final_risk),
           "error": float(np.nan) if error is None else error.value, "diverged": bool(diverged)}
 

@@ -232,6 +232,15 @@ def test_quadratic_risk_at_a_zero_risk_minimizer_is_nonnegative(seed):
   np.testing.assert_allclose(expanded, exact, rtol=0, atol=1e-13)
 
 
+def test_three_phase_reports_divergence():
+  """η3 = 100 makes the last output phase expand (|1 - η3 λ| > 1): T = ∞ is marked
+  diverged, with a NaN 0-1 error instead of an error about non-finite params."""
+  result = closed_form.three_phase(lj.occurrence(D), 16.0, 200.0, 100.0, math.inf)
+  assert result["diverged"]
+  assert math.isnan(result["error"])
+  assert not closed_form.three_phase(lj.occurrence(D), 16.0, 200.0, 1.0, math.inf)["diverged"]
+
+
 @pytest.mark.parametrize("steps", [10**4, math.inf])
 def test_three_phase_risk_is_nonnegative_near_zero_risk(steps):
   """three_phase at d = 8, η = (16, 200, 1): the risk converges to ~1e-31 (attention
