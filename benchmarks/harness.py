@@ -17,6 +17,11 @@ import jax
 import numpy as np
 
 
+def setup_jax() -> None:
+  """The start of every benchmark's main: float64 on, as lagjax's builders require."""
+  jax.config.update("jax_enable_x64", True)
+
+
 def timed(fn, *args) -> float:
   """Wall seconds of one call fn(*args), blocking on its result."""
   start = time.perf_counter()
@@ -118,5 +123,6 @@ def report(args: argparse.Namespace, run, table) -> dict:
 
 
 def main(run, table, doc: str, quick_help: str, argv=None) -> dict:
-  """Parses argv with parser(doc, quick_help), then report()."""
+  """Float64 on, parses argv with parser(doc, quick_help), then report()."""
+  setup_jax()
   return report(parser(doc, quick_help).parse_args(argv), run, table)

@@ -6,6 +6,9 @@ Times, after compilation, on occurrence(50):
      chunks of 64, which keeps the quadrature intermediates in cache);
   2. step-by-step exact population GD (joint plan, η = 1) on the 2 tied groups;
   3. the same on all 50 tokens (singletons, no tying);
+  4. the eager entry point lj.closed_form.three_phase: its first call (setup and
+     compilation) and then repeated calls with new random η and T (finite or ∞),
+     which reuse the compiled function;
 and, as the baseline measured in the same run, what one writes without lagjax:
 a numpy loop of minibatch SGD on sampled strings for the same three-phase plan
 (same step sizes, fresh batch of 256 strings per step), run until its exact
@@ -20,6 +23,7 @@ Usage (from the repo root):
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -73,6 +77,26 @@ def closed_form_cases(lang: lj.Language, n_configs: int, repeats: int) -> dict:
           "cost": {k: cost[k] / n_configs for k in ("flops", "transcendentals", "bytes accessed")},
           "final_risk": float(single(etas)[1]),
           "vmap_finite": int(jnp.isfinite(batched(sweep)[1]).sum())}
+
+
+def eager_three_phase_case(lang: lj.Language, repeats: int) -> dict:
+  """Case 4: lj.closed_form.three_phase, first call vs repeated calls with new numbers.
+
+  Each repeated call draws η as random_etas does and alternates T = 10^4 and T = ∞;
+  it includes the exact 0-1 error and the conversion of the result to floats.
+  """
+  rng = np.random.default_rng(1)
+  start = time.perf_counter()
+  lj.closed_form.three_phase(lang, *ETAS, OUTPUT_STEPS)
+  first = time.perf_counter() - start
+  times = []
+  for k in range(repeats):
+    etas = [float(x) for x in random_etas(rng, 1)[0]]
+    steps = OUTPUT_STEPS if k % 2 else math.inf
+    start = time.perf_counter()
+    lj.closed_form.three_phase(lang, *etas, steps)
+    times.append(time.perf_counter() - start)
+  return {"first": first, "repeat": float(np.median(times))}
 
 
 def gd_case(lang: lj.Language, partition, steps: int, repeats: int) -> dict:
@@ -150,6 +174,7 @@ def run(quick: bool) -> dict:
   n_configs = 1024 if quick else 4096
   lang = lj.occurrence(D)
   closed = closed_form_cases(lang, n_configs, repeats)
+  eager = eager_three_phase_case(lang, 4 * repeats)
   tied = gd_case(lang, lj.partition.of_language(lang), 1000, repeats)
   full = gd_case(lang, lj.partition.singletons(D), 200 if quick else 1000, repeats)
   threshold = closed["final_risk"] + RISK_GAP
@@ -162,6 +187,8 @@ def run(quick: bool) -> dict:
       (f"closed form {plan}, d=50 tied, one config", closed["single"], 2e-3, sgd),
       (f"closed form {plan}, vmap {n_configs} random η (per config)", closed["vmap"], 100e-6, sgd),
       (f"same sweep as lax.map, batch_size {CHUNK} (per config)", closed["chunked"], 100e-6, sgd),
+      ("lj.closed_form.three_phase eager call, new random η, T = 10^4 or ∞ (after the first)",
+       eager["repeat"], 10e-3, sgd),
       (f"exact population GD step, joint η={GD_ETA:g}, d=50 tied (2 groups)", tied["per_step"],
        100e-6, sgd_step),
       (f"exact population GD step, joint η={GD_ETA:g}, d=50 full (50 groups)", full["per_step"],
@@ -176,6 +203,7 @@ def run(quick: bool) -> dict:
       "vmap_cost_per_config": closed["cost"],
       "checks": {"closed_form_final_risk": closed["final_risk"],
                  "vmap_finite_risks": closed["vmap_finite"], "n_configs": n_configs,
+                 "three_phase_first_call": eager["first"],
                  "gd_tied": tied, "gd_full": full, "numpy_sgd": baselines},
   }
 
@@ -206,6 +234,8 @@ def table(results: dict) -> str:
       f"XLA cost analysis of the vmapped sweep, per config: {cost['flops']:.3g} flops, "
       f"{cost['transcendentals']:.3g} transcendentals, {cost['bytes accessed'] / 1e3:.0f} kB "
       "accessed.",
+      f"lj.closed_form.three_phase first call (setup, compilation): "
+      f"{format_seconds(checks['three_phase_first_call'])}.",
       f"checks: closed-form final R = {checks['closed_form_final_risk']:.3e}; finite vmapped "
       f"risks {checks['vmap_finite_risks']}/{checks['n_configs']}; GD R_T tied "
       f"{tied['final_risk']:.6e} (T={tied['steps']}, diverged {tied['diverged']}), full "

@@ -211,6 +211,7 @@ def table(results: dict) -> str:
 
 
 def main(argv=None) -> None:
+  harness.setup_jax()
   parser = harness.parser(__doc__, "5 repeats per case instead of 30")
   parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--repeats", type=int, default=3, help=argparse.SUPPRESS)

@@ -116,7 +116,8 @@ def plot_kqv(direct, kqv, d, path):
 
 def main(argv):
   del argv
-  common.quiet_jax_logs()
+  common.setup_jax()
+  common.writable_workdir(_WORKDIR.value)
   config = _CONFIG.value
   try:
     languages = {d: lj.languages.make(config.language, d, config.letters) for d in config.d_list}
@@ -136,7 +137,6 @@ def main(argv):
                    "claim": statement, "holds": "n/a" if holds is None else str(holds)})
       print(f"d={d:4d} {name:16s} risk {float(run.risk[-1]):.3e}  error "
             f"{float(run.error[-1]):.3e}  {statement}: {'n/a' if holds is None else holds}")
-  os.makedirs(_WORKDIR.value, exist_ok=True)
   csv_path, md_path = common.write_table(rows, _WORKDIR.value, "claims")
   plot_risks(all_runs, floors, os.path.join(_WORKDIR.value, "risk_vs_step.png"))
   plot_lag(all_runs, os.path.join(_WORKDIR.value, "lag_curves.png"))

@@ -1,12 +1,14 @@
-"""Shared helpers of the experiment binaries: quiet logs, output files."""
+"""Shared helpers of the experiment binaries: JAX set-up, the workdir, output files."""
 
 from __future__ import annotations
 
 import csv
 import logging
 import os
+import tempfile
 
 import jax
+from absl import app
 
 CACHE_ENV = "LAGJAX_COMPILATION_CACHE"
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "lagjax", "xla")
@@ -26,9 +28,31 @@ def enable_compilation_cache() -> str:
   return path
 
 
-def quiet_jax_logs() -> None:
-  """Silences JAX's INFO line about missing TPU/GPU backends."""
+def setup_jax() -> None:
+  """The start of every binary's main: float64 on (lagjax's builders require it; the
+  library itself changes no global state at import) and JAX's INFO line about
+  missing TPU/GPU backends silenced."""
+  jax.config.update("jax_enable_x64", True)
   logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
+
+
+def writable_workdir(path: str) -> str:
+  """Creates the --workdir folder if needed and checks that a file can be written there.
+
+  Binaries call this before any computation, so a bad path costs nothing.
+
+  Raises:
+    app.UsageError: one line naming the path, when it is a file, lies under a
+      file, or cannot be created or written.
+  """
+  try:
+    os.makedirs(path, exist_ok=True)
+    with tempfile.TemporaryFile(dir=path):
+      pass
+  except OSError as error:
+    reason = "it is a file" if os.path.isfile(path) else (error.strerror or str(error)).lower()
+    raise app.UsageError(f"--workdir {path} is not a writable folder: {reason}.") from None
+  return path
 
 
 def write_csv(rows: list[dict], path: str) -> str:

@@ -16,7 +16,7 @@ _CONFIG = config_flags.DEFINE_config_file("config")
 def main(argv):
   del argv
   config = _CONFIG.value
-  common.quiet_jax_logs()
+  common.setup_jax()
   lang = lj.languages.make(config.language, config.d, config.letters)
   theta = lj.init_params(config.d, cls=config.cls)
   risk = lj.population_risk(lang, theta, loss=config.loss, route=config.route)

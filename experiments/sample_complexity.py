@@ -43,7 +43,8 @@ def success_rate(config, d, n_samples, key):
 
 def main(argv):
   del argv
-  common.quiet_jax_logs()
+  common.setup_jax()
+  common.writable_workdir(_WORKDIR.value)
   config = _CONFIG.value
   if config.num_seeds < 1 or config.error_threshold < 0:
     raise app.UsageError("num_seeds must be >= 1 and error_threshold >= 0.")

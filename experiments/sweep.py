@@ -201,7 +201,8 @@ def main(argv):
     # Multi-process CPU runs keep one device per process: with several forced host
     # devices per process a two-process run was seen to hang once at backend start-up.
     use_every_core()
-  common.quiet_jax_logs()
+  common.setup_jax()
+  common.writable_workdir(_WORKDIR.value)
   config = _CONFIG.value
   if _COORDINATOR.value:
     jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)

@@ -41,8 +41,9 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/table1", "Output folder.")
 
 def main(argv):
   del argv
-  common.quiet_jax_logs()
+  common.setup_jax()
   common.enable_compilation_cache()
+  common.writable_workdir(_WORKDIR.value)
   config = _CONFIG.value
   if config.quick:
     protocol.quick(config)

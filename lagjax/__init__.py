@@ -3,13 +3,13 @@
 The notation follows docs/theory.md: a language over Σ = {0, …, d-1} with
 token law π and length law L, the single-head model f_θ with θ = (α, β), and
 three routes to the population risk that must agree.
+
+lagjax computes in float64 but does not switch JAX to it at import: call
+jax.config.update("jax_enable_x64", True) once before building anything. Every
+builder checks (validation.require_float64) and says so while float64 is off.
 """
 
-import jax
-
-jax.config.update("jax_enable_x64", True)
-
-from lagjax import (  # noqa: E402
+from lagjax import (
     closed_form,
     languages,
     lengths,
@@ -21,17 +21,17 @@ from lagjax import (  # noqa: E402
     tasks,
     validation,
 )
-from lagjax.languages import Language, all_of, any_of, occurrence  # noqa: E402
-from lagjax.lengths import fixed, geometric, shifted_poisson  # noqa: E402
-from lagjax.models.direct import forward_counts, forward_tokens, init_params  # noqa: E402
-from lagjax.risk import (  # noqa: E402
+from lagjax.languages import Language, all_of, any_of, occurrence
+from lagjax.lengths import fixed, geometric, shifted_poisson
+from lagjax.models.direct import forward_counts, forward_tokens, init_params
+from lagjax.risk import (
     RiskResult,
     error_rate,
     population_risk,
     risk_fn,
     sampled_risk,
 )
-from lagjax.train import Run, train, train_kqv  # noqa: E402
+from lagjax.train import Run, train, train_kqv
 
 __all__ = [
     "Language", "RiskResult", "Run", "all_of", "any_of", "closed_form", "error_rate", "fixed",

@@ -10,10 +10,14 @@ each coordinate evolves alone:
 with S_T = (1 - (1-ηλ)^T)/(ηλ) (computed with log1p/expm1, accurate for tiny
 ηλ) and S_T = T at ηλ = 0; T = ∞ gives the minimizer on the range of H when
 every |1 - ηλ| < 1.
+
+The risk at fixed α is evaluated as a sum of squares (quadratic_risk), >= 0 by
+construction, not as the expanded ½βᵀHβ - gᵀβ + ½, which cancels near zero risk.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -21,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages, plans
+from lagjax import languages, plans, risk, validation
 from lagjax import partition as partition_lib
-from lagjax.risk import laplace, lattice
+from lagjax.risk import laplace
 
 
 def output_gd(hessian, target, sizes, beta0, eta, steps):
@@ -68,8 +72,37 @@ def output_gd_path(hessian, target, sizes, beta0, eta, steps):
 
 
 def quadratic_risk(hessian, target, beta):
-  """R(β) = ½ βᵀHβ - gᵀβ + ½ at fixed α."""
-  return 0.5 * beta @ hessian @ beta - target @ beta + 0.5
+  """R(β) = ½ E[(βᵀW - y)²] = ½ βᵀHβ - gᵀβ + ½ at fixed α, in a form that cannot cancel.
+
+  With v = (β, 1) and the Gram matrix M = E[(W, -y)(W, -y)ᵀ] = [[H, -g], [-gᵀ, 1]]
+  (PSD: y² = 1), R = ½ vᵀMv = ½ Σ_i μ_i⁺ (u_iᵀv)² = ½ ‖S v‖², S = diag(√μ⁺) Uᵀ,
+  over the eigenpairs (μ_i, u_i) of M, with μ⁺ = max(μ, 0). A sum of squares, so
+  R >= 0 by construction. eigh is backward stable, so this is the exact risk of a
+  Gram matrix within c·ε·‖M‖ of the computed one (ε = 2^-53): the same absolute
+  error bound c·ε·‖M‖·‖v‖² as the expanded form, which can come out negative
+  near a zero-risk minimizer (-2.7e-15 at the end of the three-phase plan).
+
+  Args:
+    hessian: H (G, G); target: g (G,); beta: β (..., G).
+
+  Returns:
+    R (...,).
+  """
+  return gram_risk(gram_factors(hessian, target), beta)
+
+
+def gram_factors(hessian, target):
+  """S = diag(√μ⁺) Uᵀ from the eigenpairs of M = [[H, -g], [-gᵀ, 1]], so that SᵀS = M up
+  to roundoff and R(β) = ½ ‖S (β, 1)‖² (quadratic_risk); (G+1, G+1)."""
+  column = -target[:, None]
+  gram = jnp.block([[hessian, column], [column.T, jnp.ones((1, 1), column.dtype)]])
+  eigenvalues, basis = jnp.linalg.eigh(gram)
+  return jnp.sqrt(jnp.maximum(eigenvalues, 0.0))[:, None] * basis.T
+
+
+def gram_risk(root, beta):
+  """R = ½ ‖S (β, 1)‖² with S = gram_factors(H, g); beta (..., G) -> (...,)."""
+  return 0.5 * ((beta @ root[:, :-1].T + root[:, -1]) ** 2).sum(-1)
 
 
 def _check_closed_form_plan(plan: plans.Plan):
@@ -105,34 +138,57 @@ def make_simulator(lang: languages.Language, plan: plans.Plan, *, cls: bool = Fa
 
 def three_phase(lang: languages.Language, eta1: float, eta2: float, eta3: float,
                 steps: int | float, *, cls: bool = False) -> dict:
-  """The three-phase plan from zero in closed form; steps may be math.inf.
+  """The three-phase plan from zero in closed form: one output step (η1), one attention
+  step (η2), then `steps` output steps (η3); steps may be math.inf.
 
-  Returns a dict with the final per-token params, the exact squared risk and the
-  exact 0-1 error (lattice, with its certified bound).
+  Compiled once per (language, cls): step sizes and steps are arguments of the
+  compiled function, so a repeated call with new numbers costs no compilation.
+
+  Returns:
+    A dict with the final per-token params, the squared risk (quadratic_risk at
+    the final α), the exact 0-1 error (threshold or lattice route, certified to
+    1e-12; NaN where neither is feasible or the run diverged) and whether the run
+    diverged (then params and risk are not meaningful).
   """
-  finite_steps = 1 if math.isinf(steps) else steps
-  plan = plans.three_phase(eta1, eta2, eta3, finite_steps)
+  validation.require_float64("lj.closed_form.three_phase")
+  plans.three_phase(eta1, eta2, eta3, 1 if steps == math.inf else steps)  # checks η and T
+  run = _three_phase_kernel(lang, bool(cls))
+  params, final_risk, diverged = run(jnp.asarray([eta1, eta2, eta3], dtype=jnp.float64),
+                                     jnp.asarray(steps, dtype=jnp.float64))
   partition = partition_lib.of_language(lang)
-  simulate = make_simulator(lang, plan, cls=cls, partition=partition)
-  etas = jnp.asarray([eta1, eta2, eta3], dtype=jnp.float64)
-  if math.isinf(steps):
-    params, _ = simulate(etas.at[2].set(0.0))
-    hessian, target = laplace.attention_moments(lang, partition, cls=cls)(params)
-    metric = jnp.concatenate([jnp.asarray(partition.sizes), jnp.ones(1)]) if cls else \
-        jnp.asarray(partition.sizes)
-    beta_all = output_gd(hessian, target, metric, jnp.zeros(metric.shape[0]), eta3, jnp.inf)
-    params = dict(params, beta=beta_all[:partition.num_groups])
-    if cls:
-      params["beta_cls"] = beta_all[-1]
-  else:
-    params, _ = jax.jit(simulate)(etas)
-  report = lattice.build(lang, partition).report(params) if lattice.num_count_vectors(
-      partition.num_groups, lattice.lengths_lib.truncation_length(lang.length, 1e-12)) <= \
-      lattice.MAX_VECTORS else {}
   token_params = dict(params, alpha=partition.expand(params["alpha"]),
                       beta=partition.expand(params["beta"]))
-  return {"params": token_params, "risk": float(laplace.build(lang, partition, cls=cls).risk(
-      params)), "error": float(report["error"]) if report else float(np.nan)}
+  error = None if diverged else risk.exact_error(lang, token_params)
+  return {"params": token_params, "risk": float(final_risk),
+          "error": float(np.nan) if error is None else error.value, "diverged": bool(diverged)}
+
+
+@functools.lru_cache(maxsize=32)
+def _three_phase_kernel(lang: languages.Language, cls: bool):
+  """Jitted (etas (3,), steps) -> (grouped params, risk, diverged) of the three-phase plan.
+
+  The first two phases run through make_trajectory (one step each, the third
+  phase with η = 0); the last output phase is output_gd with a traced step count,
+  so finite T and T = ∞ share one compilation.
+  """
+  partition = partition_lib.of_language(lang)
+  trajectory = make_trajectory(lang, plans.three_phase(1.0, 1.0, 1.0, 1), num_records=1,
+                               cls=cls, partition=partition)
+  moments = laplace.attention_moments(lang, partition, cls=cls)
+  metric = jnp.asarray(np.concatenate([partition.sizes, [1.0]]) if cls else partition.sizes)
+  groups = partition.num_groups
+
+  def run(etas, steps):
+    start = trajectory(etas.at[2].set(0.0))
+    hessian, target = moments(start.params)
+    beta_all = output_gd(hessian, target, metric, start.beta[-1], etas[2], steps)
+    params = dict(start.params, beta=beta_all[:groups])
+    if cls:
+      params["beta_cls"] = beta_all[groups]
+    final_risk = quadratic_risk(hessian, target, beta_all)
+    return params, final_risk, start.diverged | ~jnp.isfinite(final_risk)
+
+  return jax.jit(run)
 
 
 class Trajectory(NamedTuple):
@@ -176,6 +232,7 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
   the run diverged at that record's step (located to the record spacing); the
   final values are those of the last finite record.
   """
+  validation.require_float64("lj.closed_form.make_trajectory")
   _check_closed_form_plan(plan)
   partition = partition or partition_lib.of_language(lang)
   groups = partition.num_groups
@@ -202,6 +259,8 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
   if cls:
     zero.update(alpha_cls=jnp.zeros(()), beta_cls=jnp.zeros(()))
   zero_hessian, zero_target = (np.asarray(m) for m in jax.jit(moments)(zero))
+  # Constant while α = 0: factored once here, not per configuration of a vmapped sweep.
+  zero_factors = np.asarray(gram_factors(zero_hessian, zero_target))
 
   def attention_gradient_at_zero(beta_all):
     return stack(jax.grad(route.risk)(unstack(zero, "beta", beta_all)), "alpha")
@@ -219,9 +278,10 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
       local = jnp.asarray(steps[owner == i] - bounds[i])
       if phase.group == "output":
         hessian, target = (zero_hessian, zero_target) if alpha_is_zero else moments(params)
+        factors = zero_factors if alpha_is_zero else gram_factors(hessian, target)
         path = output_gd_path(hessian, target, metric, stack(params, "beta"), etas[i],
                               jnp.concatenate([local, jnp.asarray([phase.steps])]))
-        risks.append(jax.vmap(lambda b, h=hessian, g=target: quadratic_risk(h, g, b))(path[:-1]))
+        risks.append(gram_risk(factors, path[:-1]))
         alphas.append(jnp.broadcast_to(stack(params, "alpha"), (local.shape[0], metric.shape[0])))
         betas.append(path[:-1])
         params = unstack(params, "beta", path[-1])
@@ -234,7 +294,7 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
         start_beta = stack(params, "beta")
         remaining = phase.steps
         if alpha_is_zero:
-          first_risk = quadratic_risk(zero_hessian, zero_target, start_beta)
+          first_risk = gram_risk(zero_factors, start_beta)
           gradient = linear @ start_beta + 0.5 * jnp.einsum("gij,i,j->g", quadratic, start_beta,
                                                             start_beta)
           params = unstack(params, "alpha", -etas[i] * gradient / scale)

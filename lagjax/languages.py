@@ -138,7 +138,7 @@ def balanced_geometric(kind: str, d: int, letters, pi=None) -> lengths_lib.Geome
     z = 1.0 - sum(pi[a] for a in letters)
     if z <= 0.5:
       raise ValueError(
-          f"no geometric length law balances {kind}{letters}: P(y=-1) <= π(Σ∖L) = {z:.4g} < 1/2."
+          f"no geometric length law balances {kind}{letters}: P(y=-1) < π(Σ∖L) = {z:.4g} ≤ 1/2."
       )
     return lengths_lib.Geometric((1.0 - z) / z)
 

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from lagjax import closed_form, languages, metrics, plans
+from lagjax import closed_form, languages, metrics, plans, validation
 from lagjax import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import error as error_lib
@@ -220,6 +220,7 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
   dicts row -> array "risk_path", "record_steps") on process 0, None on the
   others. Chunks already on disk are loaded, not recomputed.
   """
+  validation.require_float64("lj.sweep.run_sweep")
   devices = list(devices or jax.local_devices())
   os.makedirs(os.path.join(workdir, "chunks"), exist_ok=True)
   groups = group_rows(table)

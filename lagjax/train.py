@@ -234,6 +234,7 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
   Returns:
     A Run (with a leading seed axis on every array when num_seeds is given).
   """
+  validation.require_float64("lj.train")
   if not isinstance(lang, languages.Language):
     raise ValueError(f"lang must be a Language; got {type(lang).__name__}.")
   _check_plan_and_options(plan, record_every, max_risk)
@@ -269,6 +270,7 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
   form, so it starts at scale·N(0, 1) weights drawn from `key`. The Run's
   records are the (α, β) the weights realize, comparable with `train`.
   """
+  validation.require_float64("lj.train_kqv")
   if not isinstance(lang, languages.Language):
     raise ValueError(f"lang must be a Language; got {type(lang).__name__}.")
   _check_plan_and_options(plan, record_every, max_risk)

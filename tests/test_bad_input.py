@@ -101,6 +101,15 @@ def test_no_balanced_length():
     lj.any_of(3, (0, 1))
 
 
+@pytest.mark.parametrize("d, shown", [(3, "0.3333"), (4, "0.5")])
+def test_no_balanced_length_message_states_the_bound_it_checks(d, shown):
+  """The check is π(Σ∖L) <= 1/2, so at d = 4 (π(Σ∖L) = 1/2 exactly) the message must say
+  "= 0.5 ≤ 1/2", never the false "= 0.5 < 1/2"."""
+  with pytest.raises(ValueError) as raised:
+    lj.any_of(d, (0, 1))
+  assert str(raised.value).endswith(f"P(y=-1) < π(Σ∖L) = {shown} ≤ 1/2.")
+
+
 @pytest.mark.parametrize("theta, message", [
     (params(alpha=np.zeros(D + 1)), r"params\['alpha'\] must have shape \(4,\)"),
     (params(beta=np.zeros(D - 1)), r"params\['beta'\] must have shape \(4,\)"),

@@ -1,4 +1,7 @@
-"""Closed-form output phases (docs/theory.md section 5) against step-by-step gradient descent.
+"""lagjax/closed_form.py: output phases and whole plans in closed form (docs/theory.md
+section 5) against step-by-step gradient descent, and the three-phase entry point.
+
+(Analytic values used as oracles for the risk routes are in test_analytic_oracles.py.)
 
 closed_form.output_gd diagonalizes D^{-1/2} H D^{-1/2} once and raises each
 eigen-coordinate's contraction to the power T; the loops below apply
@@ -194,3 +197,64 @@ def test_closed_form_rejects_plans_it_cannot_simulate():
   with pytest.raises(ValueError, match="population"):
     closed_form.make_simulator(lang, lj.plans.output_only(
         1.0, 3, objective=lj.plans.Empirical(10)))
+
+
+# ---------------------------------------------------------------------------
+# The risk in a form that cannot cancel (closed_form.quadratic_risk).
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_quadratic_risk_at_a_zero_risk_minimizer_is_nonnegative(seed):
+  """At β* with y = β*ᵀW exactly (R(β*) = 0), the Gram form gives 0 <= R <= 1e-14.
+
+  The expanded ½β*ᵀHβ* - gᵀβ* + ½ comes out negative (down to -4.4e-16) on 6 of
+  these 20 problems. Bound: the computed Gram matrix of M = E[(W, -y)(W, -y)ᵀ]
+  (‖M‖ <= 4 here) is within ~10ε of the exact one, and ‖(β*, 1)‖² <= 50: < 1e-12;
+  observed <= 2e-15, so 1e-14 still rejects a value that is off by a few ulps of 1.
+  Away from β*, both forms agree to that bound.
+  """
+  rng = np.random.default_rng(seed)
+  samples, size = 50, 3
+  features = rng.uniform(size=(samples, size))
+  labels = features @ rng.normal(size=size)
+  labels /= np.sqrt(np.mean(labels**2))                     # E[y²] = 1, as for y = ±1
+  beta_star = np.linalg.lstsq(features, labels, rcond=None)[0]
+  hessian, target = features.T @ features / samples, features.T @ labels / samples
+  assert np.sum(beta_star**2) + 1 <= 50
+  at_minimum = float(closed_form.quadratic_risk(hessian, target, beta_star))
+  assert 0.0 <= at_minimum <= 1e-14
+  beta = beta_star + rng.normal(size=size)
+  expanded = 0.5 * beta @ hessian @ beta - target @ beta + 0.5
+  exact = 0.5 * np.mean((features @ beta - labels) ** 2)
+  np.testing.assert_allclose(closed_form.quadratic_risk(hessian, target, beta), exact, rtol=0,
+                             atol=1e-13)
+  np.testing.assert_allclose(expanded, exact, rtol=0, atol=1e-13)
+
+
+def test_three_phase_reports_divergence():
+  """η3 = 100 makes the last output phase expand (|1 - η3 λ| > 1): T = ∞ is marked
+  diverged, with a NaN 0-1 error instead of an error about non-finite params."""
+  result = closed_form.three_phase(lj.occurrence(D), 16.0, 200.0, 100.0, math.inf)
+  assert result["diverged"]
+  assert math.isnan(result["error"])
+  assert not closed_form.three_phase(lj.occurrence(D), 16.0, 200.0, 1.0, math.inf)["diverged"]
+
+
+@pytest.mark.parametrize("steps", [10**4, math.inf])
+def test_three_phase_risk_is_nonnegative_near_zero_risk(steps):
+  """three_phase at d = 8, η = (16, 200, 1): the risk converges to ~1e-31 (attention
+  saturated), which the Laplace route's ½(E f² - 2 E yf + 1) reports as -3.3e-16.
+
+  The closed form's sum of squares is >= 0 and within the Laplace route's rounding
+  error (a few ε on terms of size 1: 1e-14) of it.
+  """
+  lang = lj.occurrence(D)
+  result = closed_form.three_phase(lang, 16.0, 200.0, 1.0, steps)
+  assert not result["diverged"]
+  assert 0.0 <= result["risk"] < 1e-14
+  partition = lj.partition.of_language(lang)
+  grouped = {k: jnp.asarray(partition.group(np.asarray(result["params"][k])))
+             for k in ("alpha", "beta")}
+  laplace = float(lj.risk.laplace.build(lang, partition).risk(grouped))
+  assert abs(result["risk"] - laplace) < 1e-14

@@ -268,3 +268,43 @@ def test_table1_binary_rejects_a_bad_override_of_a_keyword_task():
   assert result.returncode != 0
   assert "config.task_settings.and.heads must be an integer >= 1; got 0." in (
       result.stdout + result.stderr)
+
+
+WORKDIR_BINARIES = ("claims", "sample_complexity", "sweep", "table1")
+
+
+def test_every_binary_rejects_a_workdir_that_is_a_file(tmp_path):
+  """--workdir naming a file: one line naming the path, before any computation."""
+  path = tmp_path / "a_file"
+  path.write_text("not a folder")
+  processes = {name: subprocess.Popen(command(name, workdir=path), cwd=REPO,
+                                      env=dict(os.environ, JAX_PLATFORMS="cpu"),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for name in WORKDIR_BINARIES}
+  for name, process in processes.items():
+    text, _ = process.communicate(timeout=TIMEOUT)
+    assert process.returncode != 0, (name, text)
+    assert f"--workdir {path} is not a writable folder: it is a file." in text.splitlines(), (
+        name, text)
+    assert "Traceback" not in text, (name, text)
+  assert path.read_text() == "not a folder"
+
+
+def test_writable_workdir_names_the_path(tmp_path):
+  """The shared check: a folder under a file, and (when not root) a read-only folder."""
+  from absl import app
+
+  from experiments import common
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  with pytest.raises(app.UsageError, match=f"^--workdir {blocker}/sub is not a writable folder: "
+                                           "not a directory.$"):
+    common.writable_workdir(str(blocker / "sub"))
+  assert common.writable_workdir(str(tmp_path / "new" / "deep")) == str(tmp_path / "new" / "deep")
+  assert (tmp_path / "new" / "deep").is_dir()
+  if os.geteuid() != 0:  # root writes through permissions
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    with pytest.raises(app.UsageError, match=f"^--workdir {locked} is not a writable folder: "
+                                             "permission denied.$"):
+      common.writable_workdir(str(locked))

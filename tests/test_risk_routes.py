@@ -12,6 +12,7 @@ import math
 
 import chex
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -354,3 +355,27 @@ def test_population_risk_accepts_python_float_cls():
   assert abs(lj.population_risk(lang, floats).value - expected) < RISK_TOL
   route = lj.risk_fn(lang, route="laplace", cls=True)
   assert abs(float(route.risk(floats)) - expected) < RISK_TOL
+
+
+@pytest.mark.parametrize("name, lang, grouped", [
+    ("occurrence(5), 2 groups", lj.occurrence(5), True),
+    ("all_of(4, (0, 1)), 3 groups", lj.all_of(4, (0, 1)), True),
+    ("occurrence(3), singletons", lj.occurrence(3), False),
+    ("any_of, shifted Poisson", lj.any_of(4, (0, 1), length=lj.shifted_poisson(3.0)), False),
+    ("occurrence, fixed length", lj.occurrence(4, length=lj.fixed(6)), False),
+])
+def test_lattice_weights_and_certified_tail_sum_to_one(name, lang, grouped):
+  """Σ (kept weights) + certified tail = 1 at a coarse tol = 0.2, where every length up to N
+  and the mass left out are both large (P(n = N) is 1.7e-2 to 1: a route that drops
+  the strings of length N but reports only P(n > N) is off by that much).
+
+  The loss ℓ ≡ 1 makes the route's risk Σ weights. Each weight is exp of a log
+  with |log w| < 40, so its relative rounding error is < 50ε; < 10³ weights add
+  up to <= 1: the sum errs by < 1e-14 (observed <= 9e-16).
+  """
+  partition = lj.partition.of_language(lang) if grouped else lj.partition.singletons(lang.d)
+  route = lj.risk.lattice.build(lang, partition, loss=lambda f, y: jnp.ones_like(f), tol=0.2)
+  zeros = jnp.zeros(partition.num_groups)
+  report = route.report({"alpha": zeros, "beta": zeros})
+  assert 0 < float(report["error_bound"]) <= 0.2, name
+  assert abs(float(report["risk"]) + float(report["error_bound"]) - 1.0) < 1e-14, name

@@ -393,6 +393,23 @@ def test_divergence_does_not_leak_across_a_vmap():
   assert alone.risk[-1] < alone.risk[0] - 0.1
 
 
+def test_divergence_guard_rejects_non_finite_new_params():
+  """From β0 = 50 at d = 5, output_only(1e308, 3): R(θ0) ~ 1e3 is finite and below max_risk,
+  but the step η ∂R/∂β overflows, so the new params are not finite. The guard must mark
+  the run diverged at step 0 and keep θ0 in every record. (A guard that checks only
+  the objective accepts the infinite params and marks step 1, with NaN records.)"""
+  lang = lj.occurrence(5)
+  theta0 = {"alpha": np.zeros(5), "beta": np.full(5, 50.0)}
+  run = lj.train(lang, lj.plans.output_only(1e308, 3), theta0)
+  assert bool(run.diverged) and int(run.diverged_step) == 0
+  chex.assert_tree_all_finite((run.risk, run.error, run.alpha, run.beta, run.margin, run.params))
+  assert 1e3 < float(run.risk[0]) < MAX_RISK
+  for name in ("alpha", "beta"):
+    np.testing.assert_array_equal(getattr(run, name),
+                                  np.broadcast_to(theta0[name], getattr(run, name).shape))
+    np.testing.assert_array_equal(run.params[name], theta0[name])
+
+
 # ---------------------------------------------------------------------------
 # Records and bad input.
 # ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@ GROUPS = {"alpha": "attention", "alpha_cls": "attention", "beta": "output", "bet
 
 def init_params(d: int, cls: bool = False) -> Params:
   """Zero initialization θ0 = 0, the paper's setting."""
+  validation.require_float64("lj.init_params")
   validation.check_int("d", d, 2, integral_floats=True)
   params = {"alpha": jnp.zeros(d), "beta": jnp.zeros(d)}
   if cls:

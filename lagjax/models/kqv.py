@@ -28,6 +28,7 @@ def init_kqv(key, d: int, *, width: int | None = None, key_dim: int | None = Non
   Returns (trainable, fixed): trainable {"W_Q": (m,k), "W_K": (m,k), "W_V": (m,m), "w_o": (m,)},
   fixed {"E": (d,m), "e_cls": (m,)}. Defaults: one-hot E (m = d), k = m, e_cls = 1/√m.
   """
+  validation.require_float64("lj.models.kqv.init_kqv")
   validation.check_positive("scale", scale)
   embeddings = jnp.eye(d) if embeddings is None else jnp.asarray(embeddings, jnp.float64)
   width = embeddings.shape[1] if width is None else width

@@ -26,6 +26,7 @@ def init(key, m: int, scale: float = 0.1) -> Params:
 
   scale = 0 is allowed: unlike the KQV form, zero is not a saddle here (∂f/∂ν ≠ 0).
   """
+  validation.require_float64("lj.models.slr.init")
   validation.check_int("SLR width m", m, 1)
   if not (isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0):
     raise ValueError(f"scale must be finite and >= 0; got {scale!r}.")
@@ -49,6 +50,7 @@ def apply(params: Params, inputs, mask=None):
   Returns:
     (...,) outputs; 0 for a row with no real position.
   """
+  validation.require_float64("lj.models.slr.apply")
   if not isinstance(params, dict) or set(params) != set(GROUPS):
     raise ValueError("SLR params must be a dict with keys 'kappa' (κ) and 'nu' (ν); got "
                      f"{sorted(params) if isinstance(params, dict) else type(params).__name__}.")

@@ -221,6 +221,7 @@ def init(key, config: TransformerConfig, scale: float = 0.1) -> tuple[Params, di
     (params, fixed): params as in `param_shapes`; fixed {"E": (vocab, token_dim),
     "e_cls": (token_dim,)}, one-hot (e_cls the extra dim) or N(0, 1/token_dim).
   """
+  validation.require_float64("lj.models.transformer.init")
   _check_config(config)
   if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
     raise ValueError(f"scale must be finite and > 0; got {scale!r}.")
@@ -337,6 +338,7 @@ def apply(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=N
     (...,) scalars when config.outputs == 1, else (..., outputs) logits. A row
     with no real token (and no attended CLS) gives 0.
   """
+  validation.require_float64("lj.models.transformer.apply")
   _check_config(config)
   _check_params(params, config)
   tokens, mask = _check_inputs(config, tokens, mask)

@@ -15,7 +15,7 @@ import math
 import jax
 import numpy as np
 
-from lagjax import languages
+from lagjax import languages, validation
 from lagjax import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import base, error, laplace, lattice, sampled
@@ -57,6 +57,7 @@ def risk_fn(lang: languages.Language, *, loss="squared", route: str = "auto",
     key: PRNG key, required by the sampled route.
     **options: passed to the route's builder (step, num_points; tol, max_vectors; n_samples).
   """
+  validation.require_float64("lj.risk_fn")
   _check_language(lang)
   name = resolve_route(loss, route)
   if name == "laplace":
@@ -114,9 +115,11 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
 
   θ is tied into its coarsest groups first, so the cost depends on the number of
   distinct (α, β) values, not on d. Squared loss uses the Laplace route with a
-  grid sized to θ's score clusters; other losses use the lattice route, whose
-  certified truncation bound is in `details["risk_bound"]`.
+  grid sized to θ's score clusters, rounded up to a power of two so that at most
+  1 + log2(G) grid sizes (compilations) serve every θ on G groups; other losses
+  use the lattice route, whose certified truncation bound is in `details["risk_bound"]`.
   """
+  validation.require_float64("lj.population_risk")
   _check_language(lang)
   name = resolve_route(loss, route)
   if name == "sampled":
@@ -126,6 +129,7 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
   if name == "laplace":
     width = laplace.window_width(lang)
     clusters = math.ceil(laplace.points_needed(lang, grouped) / width)
+    clusters = min(1 << (clusters - 1).bit_length(), partition.num_groups + int(cls))
     options = (("num_points", width * clusters),)
   else:
     options = (("tol", tol),)
@@ -133,15 +137,14 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
   return RiskResult(report.pop("risk"), name, report)
 
 
-def error_rate(lang: languages.Language, theta, *, key=None, n_samples: int = 10**5,
-               tol: float = 1e-12) -> RiskResult:
-  """0-1 error P(sign f ≠ y): exact where feasible, else sampled.
+def exact_error(lang: languages.Language, theta, *, tol: float = 1e-12) -> RiskResult | None:
+  """0-1 error P(sign f ≠ y) by an exact route, or None where none is feasible.
 
-  Exact routes: "threshold" (θ tied in the two groups of occurrence/any_of,
-  O(N)), then "lattice" (enumeration), both with the tail bound P(n > N).
-
-  The result's `route` says which; a sampled value carries its standard error.
+  Routes: "threshold" (θ tied in the two groups of occurrence/any_of, O(N)), then
+  "lattice" (enumeration), both with the certified tail bound in
+  details["error_bound"]. Compiled once per (language, partition, tol).
   """
+  validation.require_float64("lj.risk.exact_error")
   _check_language(lang)
   partition, grouped = _grouped(lang, theta)
   if error.supports(lang, partition) and lattice.lengths_lib.truncation_length(
@@ -154,6 +157,20 @@ def error_rate(lang: languages.Language, theta, *, key=None, n_samples: int = 10
     report = _as_floats(_cached_report(lang, partition, "squared", "lattice",
                                        direct.has_cls(theta), (("tol", tol),))(grouped))
     return RiskResult(report["error"], "lattice", {"error_bound": report["error_bound"]})
+  return None
+
+
+def error_rate(lang: languages.Language, theta, *, key=None, n_samples: int = 10**5,
+               tol: float = 1e-12) -> RiskResult:
+  """0-1 error P(sign f ≠ y): exact where feasible (`exact_error`), else sampled.
+
+  The result's `route` says which; a sampled value carries its standard error.
+  """
+  validation.require_float64("lj.error_rate")
+  exact = exact_error(lang, theta, tol=tol)
+  if exact is not None:
+    return exact
+  partition, grouped = _grouped(lang, theta)
   key = jax.random.key(0) if key is None else key
   report = _as_floats(sampled.build(key, lang, partition, n_samples=n_samples).report(grouped))
   return RiskResult(report["error"], "sampled", {"stderr": report["error_stderr"],
@@ -163,6 +180,7 @@ def error_rate(lang: languages.Language, theta, *, key=None, n_samples: int = 10
 def sampled_risk(key, lang: languages.Language, theta, *, n_samples: int = 10**5,
                  loss="squared") -> tuple[float, float]:
   """Monte Carlo estimate of R(θ) on n_samples fresh strings: (mean, standard error)."""
+  validation.require_float64("lj.sampled_risk")
   _check_language(lang)
   get_loss(loss)
   partition, grouped = _grouped(lang, theta)
@@ -170,5 +188,6 @@ def sampled_risk(key, lang: languages.Language, theta, *, n_samples: int = 10**5
   return float(report["risk"]), float(report["stderr"])
 
 
-__all__ = ["LOSSES", "ROUTES", "Route", "RiskResult", "base", "error_rate", "laplace", "lattice",
-           "population_risk", "resolve_route", "risk_fn", "sampled", "sampled_risk"]
+__all__ = ["LOSSES", "ROUTES", "Route", "RiskResult", "base", "error_rate", "exact_error",
+           "laplace", "lattice", "population_risk", "resolve_route", "risk_fn", "sampled",
+           "sampled_risk"]

@@ -69,6 +69,18 @@ def sample_batches(key, lang: languages.Language, n_samples: int,
           for k, (padded, width) in zip(keys, chunks)]
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _chunk_sums(partition: partition_lib.Partition, loss_fn, params, batch: Batch):
+  """Weighted sums of (ℓ, ℓ², error, error²) over one chunk. Compiled once per (partition,
+  loss, chunk shape): a new key or new params reuse it, as chunk shapes come from a
+  handful of power-of-two buckets."""
+  token_params = dict(params, alpha=partition.expand(params["alpha"]),
+                      beta=partition.expand(params["beta"]))
+  f = direct.forward_tokens(token_params, batch.tokens, batch.mask)
+  losses, errors = loss_fn(f, batch.labels), base.zero_one_error(f, batch.labels)
+  return batch.weight @ jnp.stack([losses, losses**2, errors, errors**2], axis=1)
+
+
 def build(key, lang: languages.Language, partition: partition_lib.Partition | None = None, *,
           loss="squared", n_samples: int = 10**5) -> base.Route:
   """Builds a Monte Carlo risk on a fixed sample of n_samples strings.
@@ -81,22 +93,8 @@ def build(key, lang: languages.Language, partition: partition_lib.Partition | No
   total = float(sum(float(b.weight.sum()) for b in batches))
   loss_fn = base.get_loss(loss)
 
-  def per_string(params, batch):
-    token_params = dict(params, alpha=partition.expand(params["alpha"]),
-                        beta=partition.expand(params["beta"]))
-    f = direct.forward_tokens(token_params, batch.tokens, batch.mask)
-    return loss_fn(f, batch.labels), base.zero_one_error(f, batch.labels)
-
-  @jax.jit
-  def weighted_sums(params, batches):
-    totals = jnp.zeros(4)
-    for batch in batches:
-      losses, errors = per_string(params, batch)
-      totals = totals + batch.weight @ jnp.stack([losses, losses**2, errors, errors**2], axis=1)
-    return totals / total
-
   def sums(params):
-    return weighted_sums(params, batches)
+    return sum(_chunk_sums(partition, loss_fn, params, batch) for batch in batches) / total
 
   def risk(params):
     return sums(params)[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 
+from lagjax import validation
 from lagjax.tasks import base, even_pairs, icl_bigram, occurrence, slr
 from lagjax.tasks.base import Batch, Task
 from lagjax.tasks.icl_bigram import bayes_bigram, embed_current_previous
@@ -34,6 +35,7 @@ def get_task(name: str, **options) -> Task:
     ValueError: for an unknown name (listing the known ones), an unknown option
       (listing the task's options) or an invalid option value (naming it).
   """
+  validation.require_float64("lj.tasks.get_task")
   if name not in TASKS:
     raise ValueError(f"unknown task {name!r}; known tasks: {sorted(TASKS)}.")
   factory = TASKS[name]

@@ -1,8 +1,11 @@
-"""Closed forms of docs/theory.md section 4 and score-spread limits as oracles for the exact routes.
+"""Analytic values as oracles for the exact risk routes: the closed forms of docs/theory.md
+section 4 (gradient at zero, E[1/n], balanced laws, output-only floors) and the limits
+of large score spreads.
 
-The Laplace route is exact up to its quadrature error (< 1e-15 relative, THEORY
-3a); the lattice route up to its reported certified bound. Tolerances below add
-float64 rounding of sums over at most ~1e6 terms.
+(The closed-form *dynamics* of lagjax/closed_form.py are tested in test_closed_form.py.)
+The Laplace route is exact up to its quadrature error (< 1e-15 relative,
+docs/theory.md section 3a); the lattice route up to its reported certified bound.
+Tolerances below add float64 rounding of sums over at most ~1e6 terms.
 """
 
 import functools
@@ -157,7 +160,7 @@ def test_output_only_floor_untied_equals_tied():
 
 
 # ---------------------------------------------------------------------------
-# Large score spreads (THEORY 3a numerics): finite results equal to the limits.
+# Large score spreads (docs/theory.md section 3a, numerics): finite results equal to the limits.
 # ---------------------------------------------------------------------------
 
 BETA_A, BETA_B = 0.7, -0.4  # output of a, and of every other (tied) token
@@ -236,7 +239,7 @@ def test_large_spread_per_token(alpha_a):
   value, grad = per_token_value_and_grad()(theta)
   chex.assert_tree_all_finite(grad)
   assert abs(float(value) - expected_risk) < 1e-12
-  # Each of the d-1 other tokens carries 1/(d-1) of its group's gradient (THEORY 3b).
+  # Each of the d-1 other tokens carries 1/(d-1) of its group's gradient (docs/theory.md 3b).
   expected_beta = np.full(D, expected_grad[1] / (D - 1))
   expected_beta[0] = expected_grad[0]
   np.testing.assert_allclose(grad["beta"], expected_beta, rtol=0, atol=1e-12)
