@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages, plans, risk, validation
+from lagjax import languages, plans, risk, runner, validation
 from lagjax import partition as partition_lib
 from lagjax.risk import laplace
 
@@ -113,10 +113,12 @@ def _check_closed_form_plan(plan: plans.Plan):
     if phase.group == "both":
       raise ValueError(f"closed form simulates output and attention phases; phase {i} trains "
                        "'both' (use lj.train).")
-    if phase.group == "output" and (callable(phase.eta) or phase.optimizer is not
-                                    plans.optax.sgd):
-      raise ValueError(f"closed-form output phases need plain SGD with a constant step size; "
-                       f"phase {i} has eta={phase.eta!r}, optimizer={phase.optimizer!r}.")
+    # Output phases are solved as GD in closed form, attention phases stepped as plain
+    # GD: any other optimizer or a schedule would be silently simulated as plain GD.
+    if callable(phase.eta) or phase.optimizer is not plans.optax.sgd:
+      raise ValueError(f"closed-form phases need plain SGD with a constant step size; phase "
+                       f"{i} ({phase.group}) has eta={phase.eta!r}, optimizer="
+                       f"{phase.optimizer!r} (use lj.train).")
 
 
 def make_simulator(lang: languages.Language, plan: plans.Plan, *, cls: bool = False,
@@ -308,19 +310,13 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
         risks.append(risk_path[local])
         alphas.append(alpha_path[local])
         betas.append(jnp.broadcast_to(start_beta, (local.shape[0], metric.shape[0])))
-    risk = jnp.concatenate(risks)
-    alpha, beta = jnp.concatenate(alphas), jnp.concatenate(betas)
-    bad = ~jnp.isfinite(risk) | (risk > max_risk) | ~jnp.all(jnp.isfinite(alpha), 1) | \
-        ~jnp.all(jnp.isfinite(beta), 1)
-    diverged = bad.any()
-    first_bad = jnp.argmax(bad)
-    last_good = jnp.where(diverged, jnp.maximum(first_bad - 1, 0), risk.shape[0] - 1)
-    keep = jnp.arange(risk.shape[0]) <= last_good
-    risk = jnp.where(keep, risk, risk[last_good])
-    alpha = jnp.where(keep[:, None], alpha, alpha[last_good])
-    beta = jnp.where(keep[:, None], beta, beta[last_good])
-    final = unstack(unstack(params, "alpha", alpha[-1]), "beta", beta[-1])
-    return Trajectory(final, jnp.asarray(steps), risk, alpha, beta, diverged,
-                      jnp.where(diverged, jnp.asarray(steps)[first_bad], -1))
+    records = {"risk": jnp.concatenate(risks), "alpha": jnp.concatenate(alphas),
+               "beta": jnp.concatenate(betas)}
+    records, diverged, diverged_step = runner.freeze_records(records, records["risk"],
+                                                             max_risk, jnp.asarray(steps))
+    final = unstack(unstack(params, "alpha", records["alpha"][-1]), "beta",
+                    records["beta"][-1])
+    return Trajectory(final, jnp.asarray(steps), records["risk"], records["alpha"],
+                      records["beta"], diverged, diverged_step)
 
   return trajectory

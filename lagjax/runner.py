@@ -20,6 +20,8 @@ What differs between callers is passed in, never branched on here:
 Divergence: a step whose objective is not finite or exceeds `max_value`, or
 whose new parameters are not finite, is not taken; the run stays at its last
 finite parameters and is marked diverged at that step (`guard_divergence`).
+Closed forms, which compute their records without stepping, apply the same rule
+to the records after the fact (`freeze_records`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,25 @@ def guard_divergence(value, max_value, proposed, current, t):
       [jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(proposed[0])]))
   keep = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old), proposed, current)
   return (*keep, ~finite, jnp.where(finite, -1, t))
+
+
+def freeze_records(records: dict, value, max_value, steps):
+  """(records, diverged, diverged_step) of records computed without stepping (closed forms).
+
+  The same rule as guard_divergence, applied after the fact: the first record whose
+  value is not finite or exceeds max_value, or holding a non-finite entry, marks the run
+  diverged at its step, and it and every later record take the last finite record's values.
+  """
+  bad = ~jnp.isfinite(value) | (value > max_value)
+  for leaf in jax.tree_util.tree_leaves(records):
+    bad = bad | ~jnp.all(jnp.isfinite(leaf).reshape(leaf.shape[0], -1), axis=1)
+  diverged = bad.any()
+  first_bad = jnp.argmax(bad)
+  last_good = jnp.where(diverged, jnp.maximum(first_bad - 1, 0), bad.shape[0] - 1)
+  keep = jnp.arange(bad.shape[0]) <= last_good
+  frozen = jax.tree_util.tree_map(
+      lambda x: jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, x[last_good]), records)
+  return frozen, diverged, jnp.where(diverged, steps[first_bad], -1)
 
 
 def num_records(num_steps: int, record_every: int) -> int:
