@@ -11,12 +11,14 @@ contributes ~cond(H)·1e-16 and each loop step a few 1e-16, times the size of
 β. With cond(H) <= 1e3 and |β| = O(10), 1e-10 leaves two orders of margin.
 """
 
+import dataclasses
 import functools
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import lagjax as lj
@@ -258,3 +260,14 @@ def test_three_phase_risk_is_nonnegative_near_zero_risk(steps):
              for k in ("alpha", "beta")}
   laplace = float(lj.risk.laplace.build(lang, partition).risk(grouped))
   assert abs(result["risk"] - laplace) < 1e-14
+
+
+@pytest.mark.parametrize("phase_index", [0, 1])
+def test_closed_form_refuses_optimizers_it_would_simulate_as_plain_gd(phase_index):
+  """An Adam phase, output or attention, is refused with a message pointing to lj.train
+  (the attention phase used to be stepped as plain GD without a word)."""
+  phases = [lj.plans.Phase("output", 1.0, 1), lj.plans.Phase("attention", 10.0, 1),
+            lj.plans.Phase("output", 1.0, 3)]
+  phases[phase_index] = dataclasses.replace(phases[phase_index], optimizer=optax.adam)
+  with pytest.raises(ValueError, match="plain SGD.*lj.train"):
+    lj.closed_form.make_trajectory(lj.occurrence(5), lj.plans.custom(phases))
