@@ -13,6 +13,9 @@ every |1 - ηλ| < 1.
 
 The risk at fixed α is evaluated as a sum of squares (quadratic_risk), >= 0 by
 construction, not as the expanded ½βᵀHβ - gᵀβ + ½, which cancels near zero risk.
+
+(A little over 300 lines: the output phase's closed form, the first attention
+step from zero and the plan-level trajectory share their eigenbases and checks.)
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ scaling for every optimizer built as chain(..., scale_by_learning_rate(η)).
 
 `PLANS` maps each named plan to its `PlanSpec`: the group of each phase and the
 step-size name feeding it; `PlanSpec.build` builds any named plan uniformly.
+
+(Longer than most modules: a plan's phases, its data form, its optax
+transformation and the registry of named plans are one concept, read together.)
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ noise alone costs σ²/2).
 Marion et al.'s erf model T(X) = Σ_ℓ erf(λ⟨X_ℓ,k⟩)⟨X_ℓ,v⟩ (lagjax.models.erf_slr)
 has an exact population risk on this data (docs/theory.md §7b):
 `erf_population_risk`, the objective `make_erf_objective` of the one training
-loop, and `train_erf`, exact projected GD with any plan.
+loop, and `train_erf`, exact projected GD with any plan. (The exact risk is a
+function of this task's data law, so it lives beside the sampler; that is why
+this module is longer than 300 lines.)
 """
 
 from __future__ import annotations
