@@ -36,13 +36,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from lagjax import validation
+from lagjax.models import positions
+from lagjax.models.positions import POSITIONAL  # noqa: F401 (re-exported: the config's choices)
 from lagjax.models.softmax import masked_softmax
 
 Params = dict
@@ -62,57 +63,6 @@ def _check_int(name: str, value, minimum: int, optional: bool = False) -> None:
 def _check_choice(name: str, value, allowed) -> None:
   validation.check_choice(f"TransformerConfig {name}", value, allowed)
 
-
-# ---------------------------------------------------------------------------
-# Positional information: a registry of additive terms on the (..., L, m) stream.
-# ---------------------------------------------------------------------------
-
-
-def _no_positions(params, config, mask):
-  return 0.0
-
-
-def _learned_positions(params, config, mask):
-  return params["pos"][: mask.shape[-1]]
-
-
-def _sinusoidal_positions(params, config, mask):
-  """PE[p, i] = sin(p ω_i) for even i, cos(p ω_i) for odd i, ω_i = 10000^{-2⌊i/2⌋/m}."""
-  m = config.dim
-  index = jnp.arange(m)
-  frequency = 10000.0 ** (-(2 * (index // 2)) / m)
-  angle = jnp.arange(mask.shape[-1])[:, None] * frequency
-  return jnp.where(index % 2 == 0, jnp.sin(angle), jnp.cos(angle))
-
-
-def _last_index(present):
-  """Index of the last real position of each row (0 for an empty row)."""
-  return present.shape[-1] - 1 - jnp.argmax(present[..., ::-1], axis=-1)
-
-
-def _first_last_flags(mask):
-  """(..., L, 2) floats: 1 at the first and at the last real token (all 0 in an empty row)."""
-  first = jnp.argmax(mask, axis=-1)
-  last = _last_index(mask)
-  anything = mask.any(-1, keepdims=True)
-  positions = jnp.arange(mask.shape[-1])
-  is_first = (positions == first[..., None]) & anything
-  is_last = (positions == last[..., None]) & anything
-  return jnp.stack([is_first, is_last], axis=-1).astype(jnp.float64)
-
-
-def _first_last_markers(params, config, mask):
-  """One-hots in the last two stream dims at the first and the last real token."""
-  zeros = jnp.zeros(mask.shape + (config.dim - 2,))
-  return jnp.concatenate([zeros, _first_last_flags(mask)], axis=-1)
-
-
-POSITIONAL: dict[str, Callable] = {
-    "none": _no_positions,
-    "learned": _learned_positions,
-    "sinusoidal": _sinusoidal_positions,
-    "first_last": _first_last_markers,
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,7 +106,7 @@ class TransformerConfig:
   def __post_init__(self):
     _check_int("vocab", self.vocab, 1)
     _check_choice("embedding", self.embedding, EMBEDDINGS)
-    _check_choice("positional", self.positional, tuple(POSITIONAL))
+    _check_choice("positional", self.positional, tuple(positions.POSITIONAL))
     _check_choice("query", self.query, QUERIES)
     _check_choice("attention", self.attention, ATTENTIONS)
     if self.embedding == "random" and self.width is None:
@@ -321,7 +271,8 @@ def _embed(params, fixed, config, tokens, mask):
   x_cls = _cls_stream(fixed, config)
   extra = config.dim - config.token_dim * len(parts)
   parts.append(jnp.zeros(shape + (extra,)))
-  x = jnp.concatenate(parts, axis=-1) + POSITIONAL[config.positional](params, config, mask)
+  position_term = positions.POSITIONAL[config.positional](params, config, mask)
+  x = jnp.concatenate(parts, axis=-1) + position_term
   return x, x_cls
 
 
@@ -392,10 +343,10 @@ def _apply_tokens(params, fixed, config, tokens, present):
     shifted = lambda a, fill: jnp.concatenate(
         [jnp.full_like(a[..., :1], fill), a[..., :-1]], axis=-1)
     parts.append((shifted(tokens, 0), shifted(present, False), slice(t, 2 * t)))
-  flags = _first_last_flags(present) if config.positional == "first_last" else None
-  dense = (POSITIONAL[config.positional](params, config, present)
+  flags = positions.first_last_flags(present) if config.positional == "first_last" else None
+  dense = (positions.POSITIONAL[config.positional](params, config, present)
            if config.positional in ("learned", "sinusoidal") else None)  # (L, m)
-  last = _last_index(present)
+  last = positions.last_index(present)
 
   if config.query == "cls":
     query = jnp.broadcast_to(x_cls, tokens.shape[:-1] + (config.dim,))
@@ -450,7 +401,7 @@ def _apply_stream(params, fixed, config, tokens, present):
   if config.query == "cls":
     query = jnp.broadcast_to(x_cls, x.shape[:-2] + x_cls.shape)
   else:
-    last = _last_index(present)
+    last = positions.last_index(present)
     query = jnp.take_along_axis(x, last[..., None, None], axis=-2)[..., 0, :]
     query = jnp.where(present.any(-1, keepdims=True), query, 0.0)
   directions = _score_directions(params, config, query)

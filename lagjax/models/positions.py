@@ -1,0 +1,55 @@
+"""Positional information of the transformer (docs/theory.md §2): a registry of additive
+terms on the (..., L, m) stream, each called as term(params, config, mask)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax.numpy as jnp
+
+
+def _no_positions(params, config, mask):
+  return 0.0
+
+
+def _learned_positions(params, config, mask):
+  return params["pos"][: mask.shape[-1]]
+
+
+def _sinusoidal_positions(params, config, mask):
+  """PE[p, i] = sin(p ω_i) for even i, cos(p ω_i) for odd i, ω_i = 10000^{-2⌊i/2⌋/m}."""
+  m = config.dim
+  index = jnp.arange(m)
+  frequency = 10000.0 ** (-(2 * (index // 2)) / m)
+  angle = jnp.arange(mask.shape[-1])[:, None] * frequency
+  return jnp.where(index % 2 == 0, jnp.sin(angle), jnp.cos(angle))
+
+
+def last_index(present):
+  """Index of the last real position of each row (0 for an empty row)."""
+  return present.shape[-1] - 1 - jnp.argmax(present[..., ::-1], axis=-1)
+
+
+def first_last_flags(mask):
+  """(..., L, 2) floats: 1 at the first and at the last real token (all 0 in an empty row)."""
+  first = jnp.argmax(mask, axis=-1)
+  last = last_index(mask)
+  anything = mask.any(-1, keepdims=True)
+  positions = jnp.arange(mask.shape[-1])
+  is_first = (positions == first[..., None]) & anything
+  is_last = (positions == last[..., None]) & anything
+  return jnp.stack([is_first, is_last], axis=-1).astype(jnp.float64)
+
+
+def _first_last_markers(params, config, mask):
+  """One-hots in the last two stream dims at the first and the last real token."""
+  zeros = jnp.zeros(mask.shape + (config.dim - 2,))
+  return jnp.concatenate([zeros, first_last_flags(mask)], axis=-1)
+
+
+POSITIONAL: dict[str, Callable] = {
+    "none": _no_positions,
+    "learned": _learned_positions,
+    "sinusoidal": _sinusoidal_positions,
+    "first_last": _first_last_markers,
+}
