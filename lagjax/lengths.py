@@ -166,3 +166,24 @@ def truncation_length(law: LengthLaw, tail_mass: float, limit: int = 10**7) -> i
     mid = (lo + hi) // 2
     lo, hi = (mid, hi) if law.tail(mid) > tail_mass else (lo, mid)
   return hi
+
+
+def _register_pytree(law_type, fields: tuple[str, ...], static: tuple[str, ...] = ()):
+  """Length laws as pytrees: `fields` are leaves (traceable, so one compiled function serves
+  every value), `static` ones are structure. Unflattening skips validation, since leaves
+  may be tracers."""
+
+  def unflatten(aux, children):
+    law = object.__new__(law_type)
+    for name, value in zip(static + fields, tuple(aux) + tuple(children)):
+      object.__setattr__(law, name, value)
+    return law
+
+  jax.tree_util.register_pytree_node(
+      law_type, lambda law: (tuple(getattr(law, f) for f in fields),
+                             tuple(getattr(law, f) for f in static)), unflatten)
+
+
+_register_pytree(Geometric, ("p",))
+_register_pytree(ShiftedPoisson, ("lam",))
+_register_pytree(Fixed, (), ("n0",))  # n0 is an exponent and picks pgf_d2's branch

@@ -74,6 +74,22 @@ def _blocks_from_keys(keys) -> Partition:
   return Partition(tuple(tuple(b) for b in sorted(blocks.values())))
 
 
+def language_groups(lang: languages.Language) -> np.ndarray:
+  """Group id of every token (d,) for `of_language`, groups numbered by their first token.
+
+  Vectorized (O(d log d) in NumPy), since d reaches 10^5 in the regime tables.
+  """
+  role = np.zeros(lang.d, np.int64)
+  letters = list(lang.letters)
+  role[letters] = np.arange(1, len(letters) + 1) if lang.kind == "all_of" else 1
+  _, pi_class = np.unique(lang.pi_array, return_inverse=True)
+  _, first, inverse = np.unique(pi_class * (len(letters) + 1) + role, return_index=True,
+                                return_inverse=True)
+  rank = np.empty_like(first)
+  rank[np.argsort(first)] = np.arange(first.size)
+  return rank[inverse.reshape(-1)]
+
+
 def of_language(lang: languages.Language) -> Partition:
   """Coarsest partition whose group counts determine the label.
 
@@ -81,14 +97,9 @@ def of_language(lang: languages.Language) -> Partition:
   occurrence/any_of all letters of L play one role (the label depends only on
   their total count); for all_of each letter is its own group.
   """
-  keys = []
-  for s in range(lang.d):
-    if s in lang.letters:
-      role = ("letter",) if lang.kind != "all_of" else ("letter", s)
-    else:
-      role = ("other",)
-    keys.append((role, lang.pi[s]))
-  return _blocks_from_keys(keys)
+  index = language_groups(lang)
+  tokens = np.split(np.argsort(index, kind="stable"), np.cumsum(np.bincount(index))[:-1])
+  return Partition(tuple(tuple(block.tolist()) for block in tokens))
 
 
 def of_params(lang: languages.Language, params) -> Partition:
