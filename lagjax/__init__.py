@@ -17,6 +17,7 @@ from lagjax import (  # noqa: E402
     model,
     partition,
     plans,
+    regimes,
     risk,
     tasks,
     transformer,
@@ -36,6 +37,6 @@ from lagjax.train import Run, train, train_kqv  # noqa: E402
 __all__ = [
     "Language", "RiskResult", "Run", "all_of", "any_of", "closed_form", "error_rate", "fixed",
     "forward_counts", "forward_tokens", "geometric", "init_params", "languages", "lengths",
-    "metrics", "model", "occurrence", "partition", "plans", "population_risk", "risk", "risk_fn",
-    "sampled_risk", "shifted_poisson", "tasks", "train", "train_kqv", "transformer",
+    "metrics", "model", "occurrence", "partition", "plans", "population_risk", "regimes", "risk",
+    "risk_fn", "sampled_risk", "shifted_poisson", "tasks", "train", "train_kqv", "transformer",
 ]

@@ -86,9 +86,8 @@ class Fixed:
     return self.n0 * z ** (self.n0 - 1)
 
   def pgf_d2(self, z):
-    if self.n0 < 2:
-      return jnp.zeros_like(z)
-    return self.n0 * (self.n0 - 1) * z ** (self.n0 - 2)
+    # No branch on n0 (it may be traced): at n0 = 1 the coefficient is 0 and z^0 = 1.
+    return self.n0 * (self.n0 - 1) * z ** jnp.maximum(self.n0 - 2, 0)
 
   def tail(self, n_max: int) -> float:
     return 1.0 if n_max < self.n0 else 0.0
@@ -186,4 +185,4 @@ def _register_pytree(law_type, fields: tuple[str, ...], static: tuple[str, ...] 
 
 _register_pytree(Geometric, ("p",))
 _register_pytree(ShiftedPoisson, ("lam",))
-_register_pytree(Fixed, (), ("n0",))  # n0 is an exponent and picks pgf_d2's branch
+_register_pytree(Fixed, ("n0",))

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import closed_form, languages, validation
+from lagjax import closed_form, languages, model, validation
 from lagjax import partition as partition_lib
 from lagjax.risk import laplace
 
@@ -48,10 +48,10 @@ from lagjax.risk import laplace
 LOG_MEAN_BUCKET = 16.0
 RTOL = 1e-12            # root-finder stopping width (relative); the claim is 1e-10
 MAX_ITER = 200
-DELTA_MAX = 1e6         # the Δ_ε bracket expands by doubling up to here
+DELTA_MAX = 1e6         # Δ_ε is searched in [-DELTA_MAX, DELTA_MAX]
 ETA2_RANGE = (1e-3, 1e15)
 ETA2_SCAN = 96          # log-η2 points per η1 checked for a single crossing before bisection
-MONOTONE_POINTS = 257   # Δ points on which R*(Δ) is checked to be non-increasing
+MONOTONE_POINTS = 513   # Δ points that bracket Δ_ε and check the success set is {Δ >= Δ_ε}
 SWEEP_ROUTE = ("map it with the grid sweep instead: python -m experiments.sweep --config "
                "experiments/configs/phase_diagram.py")
 
@@ -89,9 +89,12 @@ class Regime(NamedTuple):
     delta_eps: smallest Δ with R*(Δ) ≤ ε (root to relative 1e-10; NaN if coordinates = 2).
     eta1_max: the wall b/|c| beyond which the attention step reverses sign (inf if c ≥ 0).
     min_product: inf of η1 η2 on the T = ∞ boundary, Δ_ε / b (approached as η1 → 0).
-    risk_floor: R*(0), the output-only floor.
+    risk_floor: R*(0), the output-only floor (docs/theory.md §4).
+    floor_beta: per-group β reaching it (where output-only training converges; NaN if
+      coordinates = 2).
     eta3_limit: 2/λ_max of D^{-1/2} H D^{-1/2} at Δ = Δ_ε (phase 3 diverges for η3 beyond).
-    monotone: whether R*(Δ) is non-increasing on [-4Δ_ε, 4Δ_ε] (then success iff Δ ≥ Δ_ε).
+    monotone: whether R* > ε left of Δ_ε and R* ≤ ε right of it on 513 points of
+      [-1e6, 1e6] (then success iff Δ ≥ Δ_ε).
     note: what holds and what does not, in words.
     eps, eta3, steps: the inputs.
     delta_of: (η1, η2) -> Δ.
@@ -110,6 +113,7 @@ class Regime(NamedTuple):
   eta1_max: float
   min_product: float
   risk_floor: float
+  floor_beta: np.ndarray
   eta3_limit: float
   monotone: bool
   note: str
@@ -158,13 +162,18 @@ def _final_risk(static: _Static, problem: _Problem, alpha, beta1, eta3, steps):
   return closed_form.quadratic_risk(hessian, target, beta)
 
 
-def _limit_risk(static: _Static, problem: _Problem, alpha):
-  """R*(α) = min_β R(α, β): phase 3 at T = ∞ with a contracting step size."""
+def _limit_beta(static: _Static, problem: _Problem, alpha):
+  """(argmin_β R(α, β) on the range of H, min value): phase 3 at T = ∞, contracting step."""
   hessian, target = _moments(static, problem, alpha)
   eta = 1.0 / _scaled_top_eigenvalue(hessian, problem.metric)
   beta = closed_form.output_gd(hessian, target, problem.metric, jnp.zeros_like(target), eta,
                                jnp.inf)
-  return closed_form.quadratic_risk(hessian, target, beta)
+  return beta, closed_form.quadratic_risk(hessian, target, beta)
+
+
+def _limit_risk(static: _Static, problem: _Problem, alpha):
+  """R*(α) = min_β R(α, β)."""
+  return _limit_beta(static, problem, alpha)[1]
 
 
 def _root(fn, lo, hi, f_lo, f_hi, *, atol=0.0, rtol=RTOL):
@@ -214,28 +223,23 @@ def _analyse(static: _Static, problem: _Problem, direction, eps):
     risk = _limit_risk(static, problem, delta * direction)
     return jnp.log(jnp.maximum(risk, 1e-300)) - jnp.log(eps)
 
-  f_zero = excess(0.0)
-
-  def expand(state):
-    hi, _ = state
-    return 2.0 * hi, excess(2.0 * hi)
-
-  one = jnp.asarray(1.0)
-  hi, f_hi = jax.lax.while_loop(lambda s: (s[1] > 0) & (s[0] < DELTA_MAX), expand,
-                                (one, excess(one)))
-  lo = jnp.where(hi > 1.0, 0.5 * hi, 0.0)
-  f_lo = jnp.where(hi > 1.0, excess(lo), f_zero)
-  root = _root(excess, lo, hi, f_lo, f_hi)
-  delta_eps = jnp.where(f_zero <= 0, 0.0, jnp.where(f_hi > 0, jnp.inf, root))
-  # Success iff Δ >= Δ_ε needs R* above ε left of Δ_ε and at or below it right of Δ_ε.
-  span = 4.0 * jnp.where(jnp.isfinite(delta_eps) & (delta_eps > 0), delta_eps, 1.0)
-  grid = jnp.linspace(-span, span, MONOTONE_POINTS)
+  floor_beta, floor = _limit_beta(static, problem, jnp.zeros_like(direction))
+  # One vmapped pass over a sinh-spaced Δ grid in [-DELTA_MAX, DELTA_MAX] brackets the root
+  # and checks that the success set is {Δ >= Δ_ε}; then the safeguarded root refines it.
+  grid = jnp.sinh(jnp.linspace(-1.0, 1.0, MONOTONE_POINTS) * jnp.arcsinh(DELTA_MAX))
   risks = jax.vmap(lambda x: _limit_risk(static, problem, x * direction))(grid)
+  success = risks <= eps
+  first = jnp.argmax(success)
+  below = jnp.maximum(first - 1, 0)
+  log_excess = jnp.log(jnp.maximum(risks, 1e-300)) - jnp.log(eps)
+  root = _root(excess, grid[below], grid[first], log_excess[below], log_excess[first])
+  delta_eps = jnp.where(floor <= eps, 0.0, jnp.where(success.any(), root, jnp.inf))
   slack = 1e-9 * eps  # risk noise allowed in the check (quadrature and roundoff < 1e-13)
   monotone = jnp.all(jnp.where(grid < delta_eps, risks > eps - slack, risks <= eps + slack))
   hessian, _ = _moments(static, problem, jnp.where(jnp.isfinite(delta_eps), delta_eps, 0.0)
                         * direction)
-  return {"delta_eps": delta_eps, "risk_floor": jnp.exp(f_zero) * eps, "monotone": monotone,
+  return {"delta_eps": delta_eps, "risk_floor": floor, "floor_beta": floor_beta,
+          "monotone": monotone,
           "eta3_limit": 2.0 / _scaled_top_eigenvalue(hessian, problem.metric)}
 
 
@@ -326,9 +330,9 @@ def _eta2_min_bisection(static, problem, v, a1, a2, eta1, eta3, steps, eps, log_
 # ---------------------------------------------------------------------------
 
 
-def _problem(lang: languages.Language, cls: bool):
-  """Groups of `partition.of_language` in NumPy (O(d), no per-token Python objects)."""
-  index = partition_lib.language_groups(lang)
+def _problem(lang: languages.Language, cls: bool, tied: bool = True):
+  """Groups of `partition.of_language` (or singletons) in NumPy (O(d), no per-token objects)."""
+  index = partition_lib.language_groups(lang) if tied else np.arange(lang.d)
   pi = lang.pi_array
   sizes = np.bincount(index).astype(np.float64)
   _, first = np.unique(index, return_index=True)
@@ -406,15 +410,21 @@ def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
                                     log_range)
     return values.reshape(eta1.shape)
 
+  common = {"coefficients": (a1, a2), "eps": eps, "eta3": eta3, "steps": steps,
+            "risk_of": risk_of, "eta3_max": eta3_max, "steps_needed": steps_needed}
   if not one_coordinate or b == 0.0:
-    note = ("α has two invariant coordinates (η1η2, η1²η2): no single Δ law; η2_min(η1) by "
-            "bisection along log η2 (NaN where the success set along η2 is not one interval).")
     nan = math.nan
-    return Regime(2, nan, nan, (a1, a2), nan, nan, nan, nan, nan, False, note, eps, eta3, steps,
-                  lambda eta1, eta2: jnp.stack([eta1 * eta2, eta1**2 * eta2]), None, risk_of,
-                  eta2_min_bisection, eta3_max, steps_needed)
+    return Regime(
+        coordinates=2, b=nan, c=nan, delta_eps=nan, eta1_max=nan, min_product=nan,
+        risk_floor=nan, floor_beta=np.full(a1_host.shape, nan), eta3_limit=nan, monotone=False,
+        note=("α has two invariant coordinates (η1η2, η1²η2): no single Δ law; η2_min(η1) by "
+              "bisection along log η2 (NaN where the success set along η2 is not one interval)."),
+        delta_of=lambda eta1, eta2: jnp.stack([eta1 * eta2, eta1**2 * eta2]),
+        risk_of_delta=None, eta2_min=eta2_min_bisection, **common)
   direction = jnp.asarray(centred[0] / (centred[0][static.letter] - centred[0][static.other]))
-  analysis = {k: float(x) for k, x in _analyse(static, problem, direction, eps).items()}
+  analysis = _analyse(static, problem, direction, eps)
+  floor_beta = np.asarray(analysis.pop("floor_beta"))
+  analysis = {k: float(x) for k, x in analysis.items()}
   delta_eps = analysis["delta_eps"]
   eta1_max = b / abs(c) if c < 0 else math.inf
 
@@ -427,27 +437,69 @@ def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
     return jnp.where(slope > 0, delta_eps / jnp.where(slope > 0, slope, 1.0),
                      jnp.where(delta_eps == 0, 0.0, jnp.inf))
 
-  monotone = bool(analysis["monotone"])
+  monotone = bool(analysis["monotone"]) and math.isfinite(delta_eps)
   if math.isinf(delta_eps):
-    monotone = False
     note = (f"one invariant Δ = η1η2(b + cη1), but R*(Δ) stays above ε = {eps:g} for every "
             f"Δ <= {DELTA_MAX:g}: no three-phase plan from zero reaches ε on this language.")
-    return Regime(1, b, c, (a1, a2), delta_eps, eta1_max if c < 0 else math.inf, math.inf,
-                  analysis["risk_floor"], analysis["eta3_limit"], monotone, note, eps, eta3,
-                  steps, delta_of, functools.partial(_risk_of_delta, static, problem, direction),
-                  risk_of, lambda eta1: jnp.full(jnp.shape(eta1), jnp.inf), eta3_max,
-                  steps_needed)
-  note = (f"one invariant Δ = α_letter - α_other = η1η2(b + cη1); success iff Δ >= Δ_ε "
-          f"{'(R* checked non-increasing)' if monotone else 'FAILS: R* is not monotone'}; "
-          f"attention step reverses sign beyond η1 = {eta1_max:.6g}.")
+  else:
+    note = (f"one invariant Δ = α_letter - α_other = η1η2(b + cη1); success iff Δ >= Δ_ε "
+            f"{'(R* checked non-increasing)' if monotone else 'FAILS: R* is not monotone'}; "
+            f"attention step reverses sign beyond η1 = {eta1_max:.6g}.")
   if math.isfinite(steps):
     note += (f" At finite T = {steps:g}, phase 3's start β1 = η1 v matters too: η2_min by "
              "bisection on the exact R_T; Δ_ε is the T = ∞ law.")
   eta2_min = eta2_min_law if math.isinf(steps) and monotone else eta2_min_bisection
-  return Regime(1, b, c, (a1, a2), delta_eps, eta1_max, delta_eps / b if b > 0 else math.nan,
-                analysis["risk_floor"], analysis["eta3_limit"], monotone, note, eps, eta3, steps,
-                delta_of, functools.partial(_risk_of_delta, static, problem, direction), risk_of,
-                eta2_min, eta3_max, steps_needed)
+  return Regime(
+      coordinates=1, b=b, c=c, delta_eps=delta_eps, eta1_max=eta1_max,
+      min_product=delta_eps / b if b > 0 else math.nan, risk_floor=analysis["risk_floor"],
+      floor_beta=floor_beta, eta3_limit=analysis["eta3_limit"], monotone=monotone, note=note,
+      delta_of=delta_of, risk_of_delta=functools.partial(_risk_of_delta, static, problem,
+                                                         direction),
+      eta2_min=eta2_min, **common)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _limit_risk_many(static, problem, alpha):
+  return jax.vmap(lambda a: _limit_risk(static, problem, a))(alpha)
+
+
+def limit_risk(lang: languages.Language) -> Callable:
+  """R*(α) = min_β R(α, β) for per-token scores α (..., d): phase 3 at T = ∞ from any α."""
+  validation.require_float64("lj.regimes.limit_risk")
+  static, problem = _problem(lang, False, tied=False)
+
+  def fn(alpha):
+    alpha = jnp.asarray(alpha, jnp.float64)
+    return _limit_risk_many(static, problem, alpha.reshape(-1, lang.d)).reshape(alpha.shape[:-1])
+
+  return fn
+
+
+def kqv_attention_step(lang: languages.Language, fixed: dict) -> Callable:
+  """The KQV three-phase plan's first two steps, exactly (docs/theory.md §8).
+
+  Builds fn(params, η1) -> (α0, α1, α2), each (d,): after one output step of size
+  η1 on (W_V, w_o) from `params` and one attention step of size η2 on (W_Q, W_K),
+  the scores are α0 + η2 α1 + η2² α2 exactly, since α is bilinear in (W_Q, W_K):
+  with G_Q, G_K the attention gradient, α1 = -α(G_Q, W_K) - α(W_Q, G_K) and
+  α2 = α(G_Q, G_K). jit- and vmap-able.
+  """
+  validation.require_float64("lj.regimes.kqv_attention_step")
+  risk = laplace.build(lang).risk
+  attention = ("W_Q", "W_K")
+
+  def scores(params, w_q, w_k):
+    return model.kqv_to_direct(dict(params, W_Q=w_q, W_K=w_k), fixed)["alpha"]
+
+  def fn(params, eta1):
+    grads = jax.grad(lambda p: risk(model.kqv_to_direct(p, fixed)))(params)
+    params = {k: v if k in attention else v - eta1 * grads[k] for k, v in params.items()}
+    grads = jax.grad(lambda p: risk(model.kqv_to_direct(p, fixed)))(params)
+    w_q, w_k, g_q, g_k = params["W_Q"], params["W_K"], grads["W_Q"], grads["W_K"]
+    return (scores(params, w_q, w_k), -scores(params, g_q, w_k) - scores(params, w_q, g_k),
+            scores(params, g_q, g_k))
+
+  return fn
 
 
 REGIMES = {"three_phase": three_phase}
@@ -462,4 +514,4 @@ def of_plan(plan: str, lang: languages.Language, eps: float, **options) -> Regim
   return REGIMES[plan](lang, eps, **options)
 
 
-__all__ = ["REGIMES", "Regime", "of_plan", "three_phase"]
+__all__ = ["REGIMES", "Regime", "kqv_attention_step", "limit_risk", "of_plan", "three_phase"]
