@@ -51,6 +51,7 @@ MAX_ITER = 200
 DELTA_MAX = 1e6         # Δ_ε is searched in [-DELTA_MAX, DELTA_MAX]
 ETA2_RANGE = (1e-3, 1e15)
 ETA2_SCAN = 96          # log-η2 points per η1 checked for a single crossing before bisection
+BISECTION_CHUNK = 64    # η1 values per compiled bisection call
 MONOTONE_POINTS = 513   # Δ points that bracket Δ_ε and check the success set is {Δ >= Δ_ε}
 SWEEP_ROUTE = ("map it with the grid sweep instead: python -m experiments.sweep --config "
                "experiments/configs/phase_diagram.py")
@@ -405,10 +406,12 @@ def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
   log_range = jnp.log(jnp.asarray([low, high]))
 
   def eta2_min_bisection(eta1):
-    eta1 = jnp.asarray(eta1, jnp.float64)
-    values, _ = _eta2_min_bisection(static, problem, v, a1, a2, eta1, eta3, steps_arg, eps,
-                                    log_range)
-    return values.reshape(eta1.shape)
+    eta1 = np.asarray(eta1, np.float64)
+    flat = np.concatenate([eta1.ravel(), np.ones(-eta1.size % BISECTION_CHUNK)])
+    values = [_eta2_min_bisection(static, problem, v, a1, a2, flat[i:i + BISECTION_CHUNK], eta3,
+                                  steps_arg, eps, log_range)[0]
+              for i in range(0, flat.size, BISECTION_CHUNK)]  # one compiled shape
+    return jnp.concatenate(values)[:eta1.size].reshape(eta1.shape)
 
   common = {"coefficients": (a1, a2), "eps": eps, "eta3": eta3, "steps": steps,
             "risk_of": risk_of, "eta3_max": eta3_max, "steps_needed": steps_needed}

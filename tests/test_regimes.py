@@ -12,10 +12,12 @@ import math
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
 import lagjax as lj
+from experiments import regimes_overlay
 from lagjax import closed_form, plans, regimes
 from lagjax.risk import error as error_lib
 
@@ -112,14 +114,14 @@ def test_risk_is_eps_on_the_exact_boundary(regime):
 
 def test_grid_success_contour_lies_on_the_exact_boundary(simulate, regime):
   """On a 64 × 64 log grid over the sweep's ranges (T = 10^4), each η1 column succeeds exactly
-  on the cells at or above the exact η2_min(η1): the contour is within one cell of the
-  boundary. No column beyond the wall succeeds."""
+  on the cells at or above the exact η2_min(η1) (bisection on R_T): the contour is within one
+  cell of the boundary. No column beyond the wall succeeds."""
   eta1 = np.geomspace(1.0, 1e4, 64)
   eta2 = np.geomspace(1.0, 1e6, 64)
   grid = np.stack(np.meshgrid(eta1, eta2, indexing="ij"), -1).reshape(-1, 2)
   _, risk = simulate(np.concatenate([grid, np.ones((grid.shape[0], 1))], 1))
   success = np.asarray(risk).reshape(64, 64) <= EPS
-  exact = np.asarray(regime.eta2_min(eta1))
+  exact = np.asarray(regimes.three_phase(lj.occurrence(D), EPS, steps=STEPS).eta2_min(eta1))
   for i in range(64):
     np.testing.assert_array_equal(success[i], eta2 >= exact[i], err_msg=f"η1 = {eta1[i]:.4g}")
   assert not success[eta1 > regime.eta1_max].any()
@@ -219,3 +221,15 @@ def test_fixed_length_uniform_attention_separates_the_classes():
     params = {"alpha": jnp.zeros(2), "beta": jnp.asarray([1.0, -1.0 / 40])}
     errors.append(float(jax.jit(lambda p, report=report: report(p)["error"])(params)))
   assert errors[0] == 0.0 and errors[1] > 1e-4
+
+
+def test_sweep_report_names_the_wall():
+  """The sweep's regime report says where the attention step reverses sign, not "none"."""
+  config = ml_collections.ConfigDict(dict(language="occurrence", letters=(0,), loss="squared",
+                           success_risk=1e-3, diagram_axes=("eta1", "eta2")))
+  eta2 = np.geomspace(1.0, 1e6, 8)
+  wall = regimes_overlay.no_success_reason(config, 50, 10_000, 2000.0, eta2, [1.0])
+  assert wall.startswith("attention step reverses sign beyond η1 = 958.98")
+  beyond = regimes_overlay.no_success_reason(config, 50, 10_000, 1.0, eta2[:3], [1.0])
+  assert beyond.startswith("needs η2 >=")
+  assert regimes_overlay.exact_regime(config, "joint", 50, 10, 0, [1.0]) is None
