@@ -52,7 +52,7 @@ DELTA_MAX = 1e6         # Δ_ε is searched in [-DELTA_MAX, DELTA_MAX]
 ETA2_RANGE = (1e-3, 1e15)
 ETA2_SCAN = 96          # log-η2 points per η1 checked for a single crossing before bisection
 BISECTION_CHUNK = 64    # η1 values per compiled bisection call
-MONOTONE_POINTS = 513   # Δ points that bracket Δ_ε and check the success set is {Δ >= Δ_ε}
+MONOTONE_POINTS = 257   # Δ points that bracket Δ_ε and check the success set is {Δ >= Δ_ε}
 SWEEP_ROUTE = ("map it with the grid sweep instead: python -m experiments.sweep --config "
                "experiments/configs/phase_diagram.py")
 
@@ -94,7 +94,7 @@ class Regime(NamedTuple):
     floor_beta: per-group β reaching it (where output-only training converges; NaN if
       coordinates = 2).
     eta3_limit: 2/λ_max of D^{-1/2} H D^{-1/2} at Δ = Δ_ε (phase 3 diverges for η3 beyond).
-    monotone: whether R* > ε left of Δ_ε and R* ≤ ε right of it on 513 points of
+    monotone: whether R* > ε left of Δ_ε and R* ≤ ε right of it on 257 points of
       [-1e6, 1e6] (then success iff Δ ≥ Δ_ε).
     note: what holds and what does not, in words.
     eps, eta3, steps: the inputs.
@@ -212,13 +212,14 @@ def _root(fn, lo, hi, f_lo, f_hi, *, atol=0.0, rtol=RTOL):
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _coefficients(static: _Static, problem: _Problem):
-  return _first_steps(static, problem)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _analyse(static: _Static, problem: _Problem, direction, eps):
-  """Δ_ε, R*(0), the η3 limit at Δ_ε and the monotonicity check, along α = Δ·direction."""
+def _analyse(static: _Static, problem: _Problem, eps):
+  """(v, a1, a2) and, along α = Δ·direction (a1 modulo constants, scaled so that Δ is
+  α_letter - α_other): Δ_ε, R*(0), its β, the η3 limit at Δ_ε and the monotonicity check.
+  One compiled call; the caller uses the Δ part only when a1 ∥ a2 modulo constants."""
+  v, a1, a2 = _first_steps(static, problem)
+  centred = a1 - a1.mean()
+  span = centred[static.letter] - centred[static.other]
+  direction = centred / jnp.where(span == 0, 1.0, span)
   def excess(delta):
     # log R* - log ε; a risk at or below zero (roundoff near R* = 0) counts as success.
     risk = _limit_risk(static, problem, delta * direction)
@@ -239,8 +240,8 @@ def _analyse(static: _Static, problem: _Problem, direction, eps):
   monotone = jnp.all(jnp.where(grid < delta_eps, risks > eps - slack, risks <= eps + slack))
   hessian, _ = _moments(static, problem, jnp.where(jnp.isfinite(delta_eps), delta_eps, 0.0)
                         * direction)
-  return {"delta_eps": delta_eps, "risk_floor": floor, "floor_beta": floor_beta,
-          "monotone": monotone,
+  return {"v": v, "a1": a1, "a2": a2, "direction": direction, "delta_eps": delta_eps,
+          "risk_floor": floor, "floor_beta": floor_beta, "monotone": monotone,
           "eta3_limit": 2.0 / _scaled_top_eigenvalue(hessian, problem.metric)}
 
 
@@ -391,7 +392,10 @@ def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
   if not low < high:
     raise ValueError(f"eta2_range must be increasing (low, high); got {eta2_range!r}.")
   static, problem = _problem(lang, cls)
-  v, a1, a2 = _coefficients(static, problem)
+  analysis = jax.device_get(_analyse(static, problem, eps))
+  v, a1, a2, direction = (jnp.asarray(analysis.pop(k)) for k in ("v", "a1", "a2", "direction"))
+  floor_beta = analysis.pop("floor_beta")
+  analysis = {k: float(x) for k, x in analysis.items()}
   a1_host, a2_host = np.asarray(a1), np.asarray(a2)
   centred = [a - a.mean() for a in (a1_host, a2_host)]
   norms = [float(np.linalg.norm(a)) for a in centred]
@@ -424,10 +428,6 @@ def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
               "bisection along log η2 (NaN where the success set along η2 is not one interval)."),
         delta_of=lambda eta1, eta2: jnp.stack([eta1 * eta2, eta1**2 * eta2]),
         risk_of_delta=None, eta2_min=eta2_min_bisection, **common)
-  direction = jnp.asarray(centred[0] / (centred[0][static.letter] - centred[0][static.other]))
-  analysis = _analyse(static, problem, direction, eps)
-  floor_beta = np.asarray(analysis.pop("floor_beta"))
-  analysis = {k: float(x) for k, x in analysis.items()}
   delta_eps = analysis["delta_eps"]
   eta1_max = b / abs(c) if c < 0 else math.inf
 

@@ -154,11 +154,11 @@ def test_steps_needed_is_the_first_step_within_eps():
 def test_new_numbers_do_not_retrace():
   """New d, ε and η3 reuse the compiled functions of the same structure."""
   regimes.three_phase(lj.occurrence(30), EPS)
-  sizes = [f._cache_size() for f in (regimes._coefficients, regimes._analyse)]
+  sizes = [f._cache_size() for f in (regimes._analyse, regimes._risk_of_delta)]
   for d, eps, eta3 in [(31, 2e-3, 0.5), (400, 1e-4, 1.5), (12, 1e-2, 1.0)]:
     regime = regimes.three_phase(lj.occurrence(d), eps, eta3=eta3)
     regime.risk_of_delta(1.0)
-  assert [f._cache_size() for f in (regimes._coefficients, regimes._analyse)] == sizes
+  assert [f._cache_size() for f in (regimes._analyse, regimes._risk_of_delta)] == sizes
 
 
 def test_cls_has_two_coordinates_and_bisection_boundary():
