@@ -74,20 +74,33 @@ def _blocks_from_keys(keys) -> Partition:
   return Partition(tuple(tuple(b) for b in sorted(blocks.values())))
 
 
+def first_tokens(index: np.ndarray, num_groups: int) -> np.ndarray:
+  """The first token of each group id in `index` (d,), in O(d) without sorting."""
+  first = np.empty(num_groups, np.int64)
+  first[index[::-1]] = np.arange(index.size - 1, -1, -1)  # the last write is the first token
+  return first
+
+
 def language_groups(lang: languages.Language) -> np.ndarray:
   """Group id of every token (d,) for `of_language`, groups numbered by their first token.
 
-  Vectorized (O(d log d) in NumPy), since d reaches 10^5 in the regime tables.
+  Vectorized and O(d) for uniform π (d reaches 10^5 in the regime tables).
   """
   role = np.zeros(lang.d, np.int64)
   letters = list(lang.letters)
   role[letters] = np.arange(1, len(letters) + 1) if lang.kind == "all_of" else 1
-  _, pi_class = np.unique(lang.pi_array, return_inverse=True)
-  _, first, inverse = np.unique(pi_class * (len(letters) + 1) + role, return_index=True,
-                                return_inverse=True)
+  pi = lang.pi_array
+  pi_class = (np.zeros(lang.d, np.int64) if pi.min() == pi.max() else
+              np.unique(pi, return_inverse=True)[1].reshape(-1))
+  key = pi_class * (len(letters) + 1) + role
+  present = np.zeros(key.max() + 1, bool)
+  present[key] = True
+  compact = np.cumsum(present) - 1  # keys that occur, numbered 0..G-1
+  key = compact[key]
+  first = first_tokens(key, int(present.sum()))
   rank = np.empty_like(first)
   rank[np.argsort(first)] = np.arange(first.size)
-  return rank[inverse.reshape(-1)]
+  return rank[key]
 
 
 def of_language(lang: languages.Language) -> Partition:

@@ -337,7 +337,7 @@ def _problem(lang: languages.Language, cls: bool, tied: bool = True):
   index = partition_lib.language_groups(lang) if tied else np.arange(lang.d)
   pi = lang.pi_array
   sizes = np.bincount(index).astype(np.float64)
-  _, first = np.unique(index, return_index=True)
+  first = partition_lib.first_tokens(index, sizes.size)
   coefs, supports = lang.inclusion_exclusion()
   masses = supports[:, first] * np.bincount(index, weights=pi)[None, :]
   letter = int(index[lang.letters[0]])
@@ -349,8 +349,7 @@ def _problem(lang: languages.Language, cls: bool, tied: bool = True):
   static = _Static(cls, letter, other, left, width,
                    min(windows, windows if windows <= 8 else laplace.MAX_CLUSTERS) * width)
   metric = np.concatenate([sizes, [1.0]]) if cls else sizes
-  return static, _Problem(jnp.asarray(masses), jnp.asarray(coefs), lang.length,
-                          jnp.asarray(metric))
+  return static, _Problem(masses, coefs, lang.length, metric)
 
 
 def _check_inputs(lang, eps, eta3, steps, loss, cls):
@@ -393,7 +392,7 @@ def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
     raise ValueError(f"eta2_range must be increasing (low, high); got {eta2_range!r}.")
   static, problem = _problem(lang, cls)
   analysis = jax.device_get(_analyse(static, problem, eps))
-  v, a1, a2, direction = (jnp.asarray(analysis.pop(k)) for k in ("v", "a1", "a2", "direction"))
+  v, a1, a2, direction = (analysis.pop(k) for k in ("v", "a1", "a2", "direction"))
   floor_beta = analysis.pop("floor_beta")
   analysis = {k: float(x) for k, x in analysis.items()}
   a1_host, a2_host = np.asarray(a1), np.asarray(a2)
@@ -403,11 +402,11 @@ def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
   one_coordinate = cross <= 1e-9 * norms[0] * norms[1]
   b = float(a1_host[static.letter] - a1_host[static.other])
   c = float(a2_host[static.letter] - a2_host[static.other])
-  steps_arg = jnp.asarray(steps)
+  steps_arg = np.float64(steps)
   risk_of = functools.partial(_risk_of, static, problem, v, a1, a2, eta3=eta3, steps=steps_arg)
   eta3_max = functools.partial(_eta3_max, static, problem, v, a1, a2)
   steps_needed = functools.partial(_steps_needed, static, problem, v, a1, a2, eta3=eta3, eps=eps)
-  log_range = jnp.log(jnp.asarray([low, high]))
+  log_range = np.log([low, high])
 
   def eta2_min_bisection(eta1):
     eta1 = np.asarray(eta1, np.float64)
