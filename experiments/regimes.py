@@ -233,6 +233,19 @@ def uniform_attention_errors(lang, floor_beta) -> tuple[float, float]:
   return tuple(errors)
 
 
+LENGTHS_NOTE = """\
+Uniform attention (α = 0) predicts f = β_σ + (β_a - β_σ) c_a/n, a threshold τ on the letter's
+frequency c_a/n. Columns: the output-only floor of the squared risk (min over β at α = 0);
+the exact 0-1 error at α = 0 of the least-squares β* (where output-only training converges)
+and of the rule β = (1, -1/(2m)) (τ = 1/(2m+1)). With fixed length n = m the rule, and here
+β* too, has zero 0-1 error: c_a >= 1 against c_a = 0 at known n. With unbounded lengths no β
+reaches zero error: every τ > 0 misclassifies the strings with 1 <= c_a <= τn, which have
+positive probability; the infimum over β is 0 and is not attained. The squared-risk floor is
+positive for every law: least squares on c_a/n cannot fit the ±1 step. b, c, Δ_ε, η1_max: the
+three-phase law of regimes.md for each length law (no wall, η1_max = inf, when c > 0).
+"""
+
+
 def lengths_table(config, workdir) -> tuple[list[dict], str]:
   rows, curves = [], {}
   d = config.lengths.d
@@ -373,7 +386,11 @@ def main(argv):
             "T = ∞ curve)\n\n"
             + common.markdown_table(residuals))
   lengths_rows, _ = lengths_table(config, workdir)
-  common.write_table(lengths_rows, workdir, "lengths")
+  common.write_csv(lengths_rows, os.path.join(workdir, "lengths.csv"))
+  with open(os.path.join(workdir, "lengths.md"), "w") as f:
+    f.write(f"# Bounded against unbounded lengths (occurrence, d = {config.lengths.d}, equal "
+            f"mean length m, ε = {config.eps:g})\n\n" + LENGTHS_NOTE + "\n"
+            + common.markdown_table(lengths_rows))
   timings["lengths"] = time.time() - start - timings["regimes"]
   kqv_rows, kqv_fits, _ = kqv_table(config, workdir)
   common.write_csv(kqv_rows, os.path.join(workdir, "kqv.csv"))

@@ -24,10 +24,12 @@ def _regime(language: str, letters: tuple, d: int, steps: int, eps: float, eta3:
 
 
 def exact_regime(config, plan: str, d: int, steps: int, n_samples: int, eta3s):
-  """The Regime of a sweep group, or None when no exact one applies (another plan, sampled
-  objectives, a non-squared loss, several η3 in one diagram, axes other than (η1, η2))."""
+  """The Regime of a sweep group, or None when no exact one applies (config.exact_boundary
+  False, another plan, sampled objectives, a non-squared loss, several η3 in one diagram,
+  axes other than (η1, η2))."""
   eta3s = np.unique(np.asarray(eta3s, dtype=np.float64))
-  if (plan != "three_phase" or n_samples or config.loss != "squared" or eta3s.size != 1
+  if (not config.get("exact_boundary", True) or plan != "three_phase" or n_samples
+      or config.loss != "squared" or eta3s.size != 1
       or tuple(config.diagram_axes) != ("eta1", "eta2")
       or config.language not in lj.languages.LANGUAGES):
     return None
