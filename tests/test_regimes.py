@@ -233,3 +233,16 @@ def test_sweep_report_names_the_wall():
   beyond = regimes_overlay.no_success_reason(config, 50, 10_000, 1.0, eta2[:3], [1.0])
   assert beyond.startswith("needs η2 >=")
   assert regimes_overlay.exact_regime(config, "joint", 50, 10, 0, [1.0]) is None
+
+
+def test_kqv_attention_step_matches_train_kqv():
+  """α after the KQV plan's first two steps equals α0 + η2 α1 + η2² α2 from the bilinear
+  closed form (both exact float64 gradient steps on the same Laplace route)."""
+  lang, scale, eta1, eta2 = lj.occurrence(4), 0.3, 4.0, 50.0
+  key = jax.random.key(3)
+  run = lj.train_kqv(lang, plans.three_phase(eta1, eta2, 0.0, 1), key, scale=scale)
+  params, fixed = lj.model.init_kqv(jax.random.split(key)[0], lang.d, scale=scale)
+  alpha0, alpha1, alpha2 = regimes.kqv_attention_step(lang, fixed)(params, eta1)
+  np.testing.assert_allclose(run.alpha[2], alpha0 + eta2 * alpha1 + eta2**2 * alpha2,
+                             rtol=1e-10, atol=1e-12)
+  assert np.abs(eta2**2 * alpha2).max() > 1e-6  # the quadratic term is really tested
