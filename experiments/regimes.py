@@ -263,13 +263,14 @@ def lengths_table(config, workdir) -> tuple[list[dict], str]:
   fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
   x = np.linspace(0.0, 15.0, 300)
   for name, style in zip(config.lengths.laws, ("-", "--", ":")):
-    for mean in config.lengths.means:
+    for k, mean in enumerate(config.lengths.means):
       axes[0].plot(x, np.maximum(np.asarray(curves[(mean, name)].risk_of_delta(x)), 1e-16),
-                   ls=style, label=f"{name}, mean {mean}")
+                   ls=style, color=f"C{k}", label=f"{name}, mean {mean}")
     axes[1].plot(config.lengths.means, [curves[(m, name)].delta_eps for m in config.lengths.means],
                  marker="o", ls=style, label=name)
   axes[0].axhline(config.eps, color="k", lw=0.8)
-  axes[0].set(yscale="log", xlabel="Δ", ylabel="R*(Δ)", title=f"R*(Δ) at d = {d}")
+  axes[0].set(yscale="log", xlabel="Δ", ylabel="R*(Δ)",
+              title=f"R*(Δ) at d = {d} (colour: mean length; line: law)")
   axes[0].legend(fontsize=6, ncol=2)
   axes[1].set(xscale="log", xlabel="mean length", ylabel="Δ_ε",
               title=f"smallest Δ with R* <= ε = {config.eps:g}")
