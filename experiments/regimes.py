@@ -84,9 +84,10 @@ def validate(config) -> np.ndarray:
   lj.validation.check_int("config.kqv.d", kqv.d, 2)
   lj.validation.check_int("config.kqv.seeds", kqv.seeds, 1)
   lj.validation.check_int("config.kqv.eta2_num", kqv.eta2_num, 2)
-  if not kqv.scales or any(not (isinstance(s, float) and 0 < s < math.inf) for s in kqv.scales):
-    raise ValueError(f"config.kqv.scales must be a non-empty tuple of finite floats > 0; got "
-                     f"{kqv.scales!r}.")
+  if len(kqv.scales) < 2 or any(not (isinstance(s, float) and 0 < s < math.inf)
+                                for s in kqv.scales):
+    raise ValueError(f"config.kqv.scales must be a tuple of at least 2 finite floats > 0 (the "
+                     f"scaling fit needs two); got {kqv.scales!r}.")
   lj.validation.check_positive("config.kqv.eta1_over_d", kqv.eta1_over_d)
   lj.validation.check_positive("config.kqv.eta2_min", kqv.eta2_min)
   lj.validation.check_real("config.kqv.eta2_max", kqv.eta2_max, minimum=kqv.eta2_min, strict=True)

@@ -11,7 +11,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 TINY = ["--config.d_grid.d_max=60", "--config.d_grid.num=5", "--config.collapse_d=(20,)",
         "--config.collapse_points=4", "--config.boundary_d=(20,)", "--config.lengths.means=(5,)",
         "--config.lengths.laws=('geometric',)", "--config.kqv.seeds=1",
-        "--config.kqv.scales=(0.1,)", "--config.kqv.eta2_num=4"]
+        "--config.kqv.scales=(0.1, 0.3)", "--config.kqv.eta2_num=4"]
 
 
 def run(*overrides, workdir):
