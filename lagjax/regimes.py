@@ -436,8 +436,9 @@ def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
 
   def eta2_min_law(eta1):
     slope = jnp.asarray(eta1, jnp.float64) * (b + c * jnp.asarray(eta1, jnp.float64))
+    # Beyond the wall (slope < 0) every η2 > 0 gives Δ < 0 <= Δ_ε, hence R* > ε.
     return jnp.where(slope > 0, delta_eps / jnp.where(slope > 0, slope, 1.0),
-                     jnp.where(delta_eps == 0, 0.0, jnp.inf))
+                     jnp.where((slope == 0) & (delta_eps == 0), 0.0, jnp.inf))
 
   monotone = bool(analysis["monotone"]) and math.isfinite(delta_eps)
   if math.isinf(delta_eps):
