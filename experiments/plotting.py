@@ -7,6 +7,7 @@ import os
 import matplotlib
 import numpy as np
 
+from experiments import regimes_overlay
 from lagjax import sweep
 
 matplotlib.use("Agg")
@@ -56,6 +57,7 @@ def phase_diagram(results: dict, config, path: str) -> str | None:
            ylabel=y_name.replace("eta", "η"),
            title=f"{key.plan}, d = {key.d}, T = {key.steps}"
                  + (f", N = {key.n_samples}" if key.n_samples else ""))
+    regimes_overlay.draw_boundary(ax, key, config, results["eta3"][rows])  # exact, dashed
   fig.suptitle(f"white contour: risk ≤ ε = {config.success_risk:g}; red: diverged", fontsize=10)
   fig.tight_layout()
   fig.savefig(path, dpi=130)

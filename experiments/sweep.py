@@ -30,7 +30,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 import lagjax as lj
-from experiments import common, plotting
+from experiments import common, plotting, regimes_overlay
 from lagjax import sweep
 
 _CONFIG = config_flags.DEFINE_config_file("config")
@@ -144,8 +144,9 @@ def write_results(results: dict, workdir: str) -> str:
   return path
 
 
-def regime_report(results: dict, success_risk: float) -> str:
-  """Per (plan, d, T) and η1: the smallest succeeding η2 and the largest η2 before divergence."""
+def regime_report(results: dict, success_risk: float, config=None) -> str:
+  """Per (plan, d, T) and η1: the smallest succeeding η2 and the largest η2 before divergence;
+  with `config`, an η1 where none succeeds says why when the exact regime knows."""
   lines = []
   rows = results["plan"] == "three_phase"
   for d in np.unique(results["d"][rows]):
@@ -159,8 +160,11 @@ def regime_report(results: dict, success_risk: float) -> str:
         stable = at & ~results["diverged"]
         smallest = results["eta2"][success].min() if success.any() else None
         largest = results["eta2"][stable].max() if stable.any() else None
-        lines.append(f"  η1 = {eta1:10.4g}: smallest η2 that succeeds "
-                     f"{'none' if smallest is None else f'{smallest:.4g}':>10}, largest η2 "
+        none = (config is not None and smallest is None and regimes_overlay.no_success_reason(
+            config, int(d), int(steps), float(eta1), results["eta2"][at], results["eta3"][at]))
+        succeeds = f"no η2 succeeds: {none}" if none else "smallest η2 that succeeds " + (
+            f"{'none' if smallest is None else f'{smallest:.4g}':>10}")
+        lines.append(f"  η1 = {eta1:10.4g}: {succeeds}, largest η2 "
                      f"before divergence {'none' if largest is None else f'{largest:.4g}':>10}")
   return "\n".join(lines)
 
@@ -242,7 +246,7 @@ def main(argv):
   if config.save_trajectories:
     save_trajectories(results, workdir)
   figures = plotting.sweep_figures(results, config, workdir)
-  report = regime_report(results, config.success_risk)
+  report = regime_report(results, config.success_risk, config)
   with open(os.path.join(workdir, "regime_report.txt"), "w") as f:
     f.write(report + "\n")
   lines = report.splitlines()

@@ -17,6 +17,7 @@ from lagjax import (
     models,
     partition,
     plans,
+    regimes,
     risk,
     tasks,
     validation,
@@ -36,6 +37,6 @@ from lagjax.train import Run, train, train_kqv
 __all__ = [
     "Language", "RiskResult", "Run", "all_of", "any_of", "closed_form", "error_rate", "fixed",
     "forward_counts", "forward_tokens", "geometric", "init_params", "languages", "lengths",
-    "metrics", "models", "occurrence", "partition", "plans", "population_risk", "risk", "risk_fn",
-    "sampled_risk", "shifted_poisson", "tasks", "train", "train_kqv", "validation",
+    "metrics", "models", "occurrence", "partition", "plans", "population_risk", "regimes", "risk",
+    "risk_fn", "sampled_risk", "shifted_poisson", "tasks", "train", "train_kqv", "validation",
 ]

@@ -9,7 +9,9 @@ each coordinate evolves alone:
     z_T = (1 - ηλ)^T z_0 + η b S_T(λ),   S_T(λ) = Σ_{s<T} (1 - ηλ)^s,
 with S_T = (1 - (1-ηλ)^T)/(ηλ) (computed with log1p/expm1, accurate for tiny
 ηλ) and S_T = T at ηλ = 0; T = ∞ gives the minimizer on the range of H when
-every |1 - ηλ| < 1.
+every |1 - ηλ| < 1. There, directions with λ <= NULL_RTOL·λ_max count as the null
+space of H: in exact arithmetic g has no component there, so the computed one is
+roundoff, and b/λ would turn it into garbage (NaN at a CLS score spread of 50).
 
 The risk at fixed α is evaluated as a sum of squares (quadratic_risk), >= 0 by
 construction, not as the expanded ½βᵀHβ - gᵀβ + ½, which cancels near zero risk.
@@ -31,6 +33,8 @@ import numpy as np
 from lagjax import languages, plans, risk, runner, validation
 from lagjax import partition as partition_lib
 from lagjax.risk import laplace
+
+NULL_RTOL = 1e-12
 
 
 def output_gd(hessian, target, sizes, beta0, eta, steps):
@@ -70,7 +74,8 @@ def output_gd_path(hessian, target, sizes, beta0, eta, steps):
       rate == 0, t,
       jnp.where(contracting, -jnp.expm1(exponent), 1.0 - power) / jnp.where(rate == 0, 1.0, rate))
   drive = eta * b
-  z = power * z0 + jnp.where(drive == 0, 0.0, drive * geometric_sum)  # (R, G)
+  null = jnp.isinf(t) & (eigenvalues <= NULL_RTOL * eigenvalues[-1])  # (R, G)
+  z = jnp.where(null, z0, power * z0 + jnp.where(drive == 0, 0.0, drive * geometric_sum))
   return (z @ basis.T) / root
 
 

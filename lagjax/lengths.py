@@ -86,9 +86,8 @@ class Fixed:
     return self.n0 * z ** (self.n0 - 1)
 
   def pgf_d2(self, z):
-    if self.n0 < 2:
-      return jnp.zeros_like(z)
-    return self.n0 * (self.n0 - 1) * z ** (self.n0 - 2)
+    # No branch on n0 (it may be traced): at n0 = 1 the coefficient is 0 and z^0 = 1.
+    return self.n0 * (self.n0 - 1) * z ** jnp.maximum(self.n0 - 2, 0)
 
   def tail(self, n_max: int) -> float:
     return 1.0 if n_max < self.n0 else 0.0
@@ -166,3 +165,24 @@ def truncation_length(law: LengthLaw, tail_mass: float, limit: int = 10**7) -> i
     mid = (lo + hi) // 2
     lo, hi = (mid, hi) if law.tail(mid) > tail_mass else (lo, mid)
   return hi
+
+
+def _register_pytree(law_type, fields: tuple[str, ...], static: tuple[str, ...] = ()):
+  """Length laws as pytrees: `fields` are leaves (traceable, so one compiled function serves
+  every value), `static` ones are structure. Unflattening skips validation, since leaves
+  may be tracers."""
+
+  def unflatten(aux, children):
+    law = object.__new__(law_type)
+    for name, value in zip(static + fields, tuple(aux) + tuple(children)):
+      object.__setattr__(law, name, value)
+    return law
+
+  jax.tree_util.register_pytree_node(
+      law_type, lambda law: (tuple(getattr(law, f) for f in fields),
+                             tuple(getattr(law, f) for f in static)), unflatten)
+
+
+_register_pytree(Geometric, ("p",))
+_register_pytree(ShiftedPoisson, ("lam",))
+_register_pytree(Fixed, ("n0",))

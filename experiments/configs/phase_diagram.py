@@ -37,6 +37,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.max_risk = 1e8              # a risk above this marks divergence
   config.save_trajectories = False
   config.diagram_axes = ("eta1", "eta2")
+  # Dash the exact boundary of lj.regimes on phase_diagram.png and name the η1 wall in the
+  # regime report (three_phase, population, squared loss; costs one compilation).
+  config.exact_boundary = True
   # Risk-vs-step curves for these configurations (nearest grid points), as (η1, η2).
   config.curves = ((50.0, 2500.0), (5.0, 2500.0), (50.0, 25.0), (1000.0, 1e5))
   return config.lock()

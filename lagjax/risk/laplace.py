@@ -42,9 +42,10 @@ def window_left(lang: languages.Language) -> float:
   return 38.0 + math.log(max(lang.length.mean, 1.0))
 
 
-def window_width(lang: languages.Language, step: float = STEP) -> int:
-  """Lattice points in one window [c - left, c + right]."""
-  return int(math.ceil((window_left(lang) + RIGHT) / step)) + 1
+def window_width(lang: languages.Language, step: float = STEP, left: float | None = None) -> int:
+  """Lattice points in one window [c - left, c + right] (left defaults to window_left(lang))."""
+  left = window_left(lang) if left is None else left
+  return int(math.ceil((left + RIGHT) / step)) + 1
 
 
 def merged_windows(centers, step: float, left: float, width: int, num_points: int):
@@ -190,12 +191,7 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
                       *, cls: bool = False, step: float = STEP, num_points: int | None = None):
   """Builds (H, g) = (E[W Wᵀ], E[y W]) of the group attention masses W at given scores.
 
-  W_g = Σ_{σ∈g} c_σ u_σ / B (plus W_cls = u_cls / B last when cls). By docs/theory.md 3a,
-    H_gh = ∫ [G''(M) π_g π_h k1_g k1_h + δ_gh G'(M) π_g k2_g] dx,
-    E[1{w⊆S} W_g] = ∫ G'(M_S) π_{g,S} k1_g dx,
-  with kernels k1 = exp(s - e^s), k2 = exp(2s - e^s); the CLS entries follow from
-  the same identities with e^{-t u_cls} factored out. At fixed α the squared
-  risk is R(β) = ½ βᵀHβ - gᵀβ + ½.
+  W_g = Σ_{σ∈g} c_σ u_σ / B (plus W_cls = u_cls / B last when cls); see group_moments.
 
   Returns:
     fn(params) -> (H, g), reading only params["alpha"] (and "alpha_cls").
@@ -203,37 +199,53 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
   partition = partition or partition_lib.singletons(lang.d)
   coefs, supports = lang.inclusion_exclusion()
   masses = jnp.asarray(partition.support_masses(lang.pi_array, supports))  # (K, G)
-  law = lang.length
   left, width = window_left(lang), window_width(lang, step)
   windows = partition.num_groups + int(cls)
   if num_points is None:
     num_points = min(windows, windows if windows <= 8 else MAX_CLUSTERS) * width
 
   def moments(params):
-    zeros = {k: jnp.zeros_like(v) for k, v in params.items() if k.startswith("beta")}
-    params = dict(params, beta=zeros.get("beta", jnp.zeros_like(params["alpha"])))
-    if cls:
-      params["beta_cls"] = jnp.zeros(())
-    x_weights, decay, kernel1, kernel2, _ = _kernels(params, step, left, width, num_points)
-    decay, kernel1, kernel2 = decay.T, kernel1.T, kernel2.T
-    groups = masses.shape[1]
-    m0 = decay[:, :groups] @ masses.T                          # (N, K)
-    g1 = law.pgf_d1(m0)                                        # G'(M_S) per support
-    g2 = law.pgf_d2(m0[:, 0])
-    weighted = kernel1[:, :groups] * masses[0]                 # π_g k1_g on Σ
-    token_factor = decay[:, -1] if cls else 1.0                # e^{-t u_cls}
-    # Written as matrix products so that no (N, K, G) or (N, G, G) array is formed.
-    hessian = weighted.T @ ((x_weights * token_factor * g2)[:, None] * weighted)
-    hessian += jnp.diag((x_weights * token_factor * g1[:, 0]) @ kernel2[:, :groups]
-                        * masses[0])
-    per_support = ((x_weights * token_factor)[:, None] * g1).T @ kernel1[:, :groups] * masses
-    if cls:
-      cls_kernel1, cls_kernel2 = kernel1[:, -1], kernel2[:, -1]
-      cross = (x_weights * cls_kernel1 * g1[:, 0]) @ weighted
-      corner = x_weights @ (cls_kernel2 * law.pgf(m0[:, 0]))
-      hessian = jnp.block([[hessian, cross[:, None]], [cross[None, :], corner[None, None]]])
-      cls_column = (x_weights * cls_kernel1) @ law.pgf(m0)
-      per_support = jnp.concatenate([per_support, cls_column[:, None]], axis=1)
-    return hessian, coefs @ per_support
+    alpha = params["alpha"]
+    if "alpha_cls" in params:
+      alpha = jnp.concatenate([alpha, jnp.reshape(params["alpha_cls"], (1,))])
+    return group_moments(alpha, masses, jnp.asarray(coefs), lang.length, cls=cls, step=step,
+                         left=left, width=width, num_points=num_points)
 
   return moments
+
+
+def group_moments(alpha, masses, coefs, law, *, cls: bool, step: float, left: float, width: int,
+                  num_points: int):
+  """(H, g) = (E[W Wᵀ], E[y W]) at stacked scores α (G[+1],), CLS last when cls.
+
+  The language enters only through masses (K, G) = π_g 1{g ⊆ S_k}, the
+  inclusion-exclusion coefficients (K,) and the length law (a pytree, so all
+  three may be traced). By docs/theory.md 3a,
+    H_gh = ∫ [G''(M) π_g π_h k1_g k1_h + δ_gh G'(M) π_g k2_g] dx,
+    E[1{w⊆S} W_g] = ∫ G'(M_S) π_{g,S} k1_g dx,
+  with kernels k1 = exp(s - e^s), k2 = exp(2s - e^s); the CLS entries follow from
+  the same identities with e^{-t u_cls} factored out. At fixed α the squared
+  risk is R(β) = ½ βᵀHβ - gᵀβ + ½.
+  """
+  x_weights, decay, kernel1, kernel2, _ = _kernels({"alpha": alpha, "beta": alpha}, step, left,
+                                                   width, num_points)
+  decay, kernel1, kernel2 = decay.T, kernel1.T, kernel2.T
+  groups = masses.shape[1]
+  m0 = decay[:, :groups] @ masses.T                          # (N, K)
+  g1 = law.pgf_d1(m0)                                        # G'(M_S) per support
+  g2 = law.pgf_d2(m0[:, 0])
+  weighted = kernel1[:, :groups] * masses[0]                 # π_g k1_g on Σ
+  token_factor = decay[:, -1] if cls else 1.0                # e^{-t u_cls}
+  # Written as matrix products so that no (N, K, G) or (N, G, G) array is formed.
+  hessian = weighted.T @ ((x_weights * token_factor * g2)[:, None] * weighted)
+  hessian += jnp.diag((x_weights * token_factor * g1[:, 0]) @ kernel2[:, :groups]
+                      * masses[0])
+  per_support = ((x_weights * token_factor)[:, None] * g1).T @ kernel1[:, :groups] * masses
+  if cls:
+    cls_kernel1, cls_kernel2 = kernel1[:, -1], kernel2[:, -1]
+    cross = (x_weights * cls_kernel1 * g1[:, 0]) @ weighted
+    corner = x_weights @ (cls_kernel2 * law.pgf(m0[:, 0]))
+    hessian = jnp.block([[hessian, cross[:, None]], [cross[None, :], corner[None, None]]])
+    cls_column = (x_weights * cls_kernel1) @ law.pgf(m0)
+    per_support = jnp.concatenate([per_support, cls_column[:, None]], axis=1)
+  return hessian, coefs @ per_support

@@ -1,0 +1,521 @@
+"""Exact step-size regimes of the three-phase plan from θ0 = 0 (docs/theory.md §8).
+
+From θ0 = 0 the output step gives β1 = η1 v with v = D^{-1} g(0) (D = diag of the
+group sizes), and the attention gradient at α = 0 is exactly a quadratic form in
+β with no constant term, ∂R/∂α_j = ½ βᵀ ∂_jH β - ∂_j gᵀ β (docs/theory.md §5), so
+
+    α = η2 (η1 a1 + η1² a2),   a1 = D^{-1} (∂g)ᵀ v,   a2 = -½ D^{-1} vᵀ(∂H)v.
+
+f is unchanged by a common shift of all scores, so only α modulo constants
+matters. When a1 and a2 are parallel modulo constants (every tied language of
+the occurrence family without CLS: the letters' group against the rest), α is
+one coordinate Δ = α_letter - α_other along a fixed direction, with
+
+    Δ = η1 η2 (b + c η1),
+
+and phase 3 at T = ∞ reaches R*(Δ) = min_β R(Δ, β): the final risk depends on
+(η1, η2) only through Δ. The success region {R* ≤ ε} is Δ ≥ Δ_ε when R* is
+decreasing, i.e. η2 ≥ Δ_ε / (η1 (b + c η1)), and ends at the wall
+η1 = b/|c| (c < 0) where the attention step reverses sign. Otherwise (CLS,
+non-uniform π) α has two invariant coordinates (η1η2, η1²η2), and the boundary
+η2_min(η1) comes from a vectorised bisection along log η2; so does every
+boundary at finite T, where the phase-3 start β1 = η1 v also matters.
+
+Everything runs in one compiled function per static structure (length-law
+type, #groups, #supports, CLS): the language enters through traced arrays
+(group masses, sizes, the length law's parameters), so new d, ε or η3 do not
+retrace, and the tied cost does not grow with d.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lagjax import closed_form, languages, validation
+from lagjax import partition as partition_lib
+from lagjax.models import kqv
+from lagjax.risk import laplace
+
+# Quadrature window: left = 38 + log(mean length bound); one bound per factor e^16 of the
+# mean, so every d up to ~9e6 shares one compiled function (extra nodes only add accuracy).
+LOG_MEAN_BUCKET = 16.0
+RTOL = 1e-12            # root-finder stopping width (relative); the claim is 1e-10
+MAX_ITER = 200
+DELTA_MAX = 1e6         # Δ_ε is searched in [-DELTA_MAX, DELTA_MAX]
+ETA2_RANGE = (1e-3, 1e15)
+ETA2_SCAN = 96          # log-η2 points per η1 checked for a single crossing before bisection
+BISECTION_CHUNK = 64    # η1 values per compiled bisection call
+MONOTONE_POINTS = 257   # Δ points that bracket Δ_ε and check the success set is {Δ >= Δ_ε}
+SWEEP_ROUTE = ("map it with the grid sweep instead: python -m experiments.sweep --config "
+               "experiments/configs/phase_diagram.py")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Static:
+  """The static structure of a problem: one compiled function per value."""
+
+  cls: bool
+  letter: int          # index of the letters' group in the stacked scores
+  other: int           # index of a group of non-letters
+  left: float
+  width: int
+  num_points: int
+
+
+class _Problem(NamedTuple):
+  """Traced description of a tied language: every number that changes with d."""
+
+  masses: jax.Array    # (K, G) π_g 1{g ⊆ S_k}
+  coefs: jax.Array     # (K,) inclusion-exclusion coefficients
+  law: object          # the length law (a pytree)
+  metric: jax.Array    # (G[+1],) group sizes (1 for CLS)
+
+
+class Regime(NamedTuple):
+  """The exact regime of the three-phase plan from θ0 = 0 (docs/theory.md §8).
+
+  Scalars are floats; functions take arrays (broadcast) and are compiled once.
+
+  Attributes:
+    coordinates: number of invariant coordinates of α (1: the Δ law holds).
+    b, c: Δ = η1 η2 (b + c η1) (NaN when coordinates = 2).
+    coefficients: (a1, a2), α = η2 (η1 a1 + η1² a2) per group (CLS last).
+    delta_eps: smallest Δ with R*(Δ) ≤ ε (root to relative 1e-10; NaN if coordinates = 2).
+    eta1_max: the wall b/|c| beyond which the attention step reverses sign (inf if c ≥ 0).
+    min_product: inf of η1 η2 on the T = ∞ boundary, Δ_ε / b (approached as η1 → 0).
+    risk_floor: R*(0), the output-only floor (docs/theory.md §4).
+    floor_beta: per-group β reaching it (where output-only training converges; NaN if
+      coordinates = 2).
+    eta3_limit: 2/λ_max of D^{-1/2} H D^{-1/2} at Δ = Δ_ε (phase 3 diverges for η3 beyond).
+    monotone: whether R* > ε left of Δ_ε and R* ≤ ε right of it on 257 points of
+      [-1e6, 1e6] (then success iff Δ ≥ Δ_ε).
+    note: what holds and what does not, in words.
+    eps, eta3, steps: the inputs.
+    delta_of: (η1, η2) -> Δ.
+    risk_of_delta: Δ -> R*(Δ) (None when coordinates = 2).
+    risk_of: (η1, η2) -> exact final squared risk after T = steps phase-3 steps at η3.
+    eta2_min: η1 -> smallest η2 with final risk ≤ ε (inf: none; NaN: bisection invalid).
+    eta3_max: (η1, η2) -> the η3 stability limit at the learned α.
+    steps_needed: (η1, η2) -> phase-3 steps at η3 to come within ε of the T = ∞ risk.
+  """
+
+  coordinates: int
+  b: float
+  c: float
+  coefficients: tuple
+  delta_eps: float
+  eta1_max: float
+  min_product: float
+  risk_floor: float
+  floor_beta: np.ndarray
+  eta3_limit: float
+  monotone: bool
+  note: str
+  eps: float
+  eta3: float
+  steps: float
+  delta_of: Callable
+  risk_of_delta: Callable | None
+  risk_of: Callable
+  eta2_min: Callable
+  eta3_max: Callable
+  steps_needed: Callable
+
+
+# ---------------------------------------------------------------------------
+# Pure pieces (traced): moments, first steps, phase 3.
+# ---------------------------------------------------------------------------
+
+
+def _moments(static: _Static, problem: _Problem, alpha):
+  return laplace.group_moments(alpha, problem.masses, problem.coefs, problem.law, cls=static.cls,
+                               step=laplace.STEP, left=static.left, width=static.width,
+                               num_points=static.num_points)
+
+
+def _first_steps(static: _Static, problem: _Problem):
+  """(v, a1, a2): β1 = η1 v and α = η2 (η1 a1 + η1² a2) from θ0 = 0."""
+  zero = jnp.zeros(problem.metric.shape[0])
+  _, target = _moments(static, problem, zero)
+  d_hessian, d_target = jax.jacfwd(lambda a: _moments(static, problem, a))(zero)
+  v = target / problem.metric
+  a1 = (d_target.T @ v) / problem.metric
+  a2 = -0.5 * jnp.einsum("ikj,i,k->j", d_hessian, v, v) / problem.metric
+  return v, a1, a2
+
+
+def _scaled_top_eigenvalue(hessian, metric):
+  root = jnp.sqrt(metric)
+  return jnp.linalg.eigvalsh(hessian / root[:, None] / root[None, :])[-1]
+
+
+def _final_risk(static: _Static, problem: _Problem, alpha, beta1, eta3, steps):
+  """Exact squared risk after `steps` output steps of size η3 from β1 at fixed α."""
+  hessian, target = _moments(static, problem, alpha)
+  beta = closed_form.output_gd(hessian, target, problem.metric, beta1, eta3, steps)
+  return closed_form.quadratic_risk(hessian, target, beta)
+
+
+def _limit_beta(static: _Static, problem: _Problem, alpha):
+  """(argmin_β R(α, β) on the range of H, min value): phase 3 at T = ∞, contracting step."""
+  hessian, target = _moments(static, problem, alpha)
+  eta = 1.0 / _scaled_top_eigenvalue(hessian, problem.metric)
+  beta = closed_form.output_gd(hessian, target, problem.metric, jnp.zeros_like(target), eta,
+                               jnp.inf)
+  return beta, closed_form.quadratic_risk(hessian, target, beta)
+
+
+def _limit_risk(static: _Static, problem: _Problem, alpha):
+  """R*(α) = min_β R(α, β)."""
+  return _limit_beta(static, problem, alpha)[1]
+
+
+def _root(fn, lo, hi, f_lo, f_hi, *, atol=0.0, rtol=RTOL):
+  """Safeguarded root of a decreasing fn on [lo, hi] with f_lo > 0 >= f_hi.
+
+  Illinois regula falsi (the retained end's value is halved), with a bisection
+  step whenever the previous step shrank the bracket by less than half or the
+  secant point leaves the bracket; so the width at least halves every two steps.
+  Returns the right end, where fn <= 0.
+  """
+  def cond(state):
+    lo, hi, _, _, _, it = state
+    return (hi - lo > atol + rtol * jnp.abs(hi)) & (it < MAX_ITER)
+
+  def body(state):
+    lo, hi, f_lo, f_hi, previous, it = state
+    width = hi - lo
+    secant = hi - f_hi * width / (f_hi - f_lo)
+    bisect = (width > 0.5 * previous) | ~(secant > lo) | ~(secant < hi)
+    x = jnp.where(bisect, 0.5 * (lo + hi), secant)
+    f_x = fn(x)
+    right = f_x <= 0
+    return (jnp.where(right, lo, x), jnp.where(right, x, hi),
+            jnp.where(right, 0.5 * f_lo, f_x), jnp.where(right, f_x, 0.5 * f_hi), width, it + 1)
+
+  as_float = functools.partial(jnp.asarray, dtype=jnp.float64)
+  state = (as_float(lo), as_float(hi), as_float(f_lo), as_float(f_hi), as_float(jnp.inf),
+           jnp.asarray(0))
+  return jax.lax.while_loop(cond, body, state)[1]
+
+
+# ---------------------------------------------------------------------------
+# Compiled entry points (static structure only; every number traced).
+# ---------------------------------------------------------------------------
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _analyse(static: _Static, problem: _Problem, eps):
+  """(v, a1, a2) and, along α = Δ·direction (a1 modulo constants, scaled so that Δ is
+  α_letter - α_other): Δ_ε, R*(0), its β, the η3 limit at Δ_ε and the monotonicity check.
+  One compiled call; the caller uses the Δ part only when a1 ∥ a2 modulo constants."""
+  v, a1, a2 = _first_steps(static, problem)
+  centred = a1 - a1.mean()
+  span = centred[static.letter] - centred[static.other]
+  direction = centred / jnp.where(span == 0, 1.0, span)
+  def excess(delta):
+    # log R* - log ε; a risk at or below zero (roundoff near R* = 0) counts as success.
+    risk = _limit_risk(static, problem, delta * direction)
+    return jnp.log(jnp.maximum(risk, 1e-300)) - jnp.log(eps)
+
+  floor_beta, floor = _limit_beta(static, problem, jnp.zeros_like(direction))
+  # One vmapped pass over a sinh-spaced Δ grid in [-DELTA_MAX, DELTA_MAX] brackets the root
+  # and checks that the success set is {Δ >= Δ_ε}; then the safeguarded root refines it.
+  grid = jnp.sinh(jnp.linspace(-1.0, 1.0, MONOTONE_POINTS) * jnp.arcsinh(DELTA_MAX))
+  risks = jax.vmap(lambda x: _limit_risk(static, problem, x * direction))(grid)
+  success = risks <= eps
+  first = jnp.argmax(success)
+  below = jnp.maximum(first - 1, 0)
+  log_excess = jnp.log(jnp.maximum(risks, 1e-300)) - jnp.log(eps)
+  root = _root(excess, grid[below], grid[first], log_excess[below], log_excess[first])
+  delta_eps = jnp.where(floor <= eps, 0.0, jnp.where(success.any(), root, jnp.inf))
+  slack = 1e-9 * eps  # risk noise allowed in the check (quadrature and roundoff < 1e-13)
+  monotone = jnp.all(jnp.where(grid < delta_eps, risks > eps - slack, risks <= eps + slack))
+  hessian, _ = _moments(static, problem, jnp.where(jnp.isfinite(delta_eps), delta_eps, 0.0)
+                        * direction)
+  return {"v": v, "a1": a1, "a2": a2, "direction": direction, "delta_eps": delta_eps,
+          "risk_floor": floor, "floor_beta": floor_beta, "monotone": monotone,
+          "eta3_limit": 2.0 / _scaled_top_eigenvalue(hessian, problem.metric)}
+
+
+def _alpha_beta(v, a1, a2, eta1, eta2):
+  return eta2 * (eta1 * a1 + eta1**2 * a2), eta1 * v
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _risk_of(static, problem, v, a1, a2, eta1, eta2, eta3, steps):
+  def one(eta1, eta2):
+    alpha, beta1 = _alpha_beta(v, a1, a2, eta1, eta2)
+    return _final_risk(static, problem, alpha, beta1, eta3, steps)
+  return jnp.vectorize(one)(eta1, eta2)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _risk_of_delta(static, problem, direction, delta):
+  return jnp.vectorize(lambda x: _limit_risk(static, problem, x * direction))(delta)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _eta3_max(static, problem, v, a1, a2, eta1, eta2):
+  def one(eta1, eta2):
+    hessian, _ = _moments(static, problem, _alpha_beta(v, a1, a2, eta1, eta2)[0])
+    return 2.0 / _scaled_top_eigenvalue(hessian, problem.metric)
+  return jnp.vectorize(one)(eta1, eta2)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _steps_needed(static, problem, v, a1, a2, eta1, eta2, eta3, eps):
+  """Smallest integer T with R_T - R_∞ <= ε: doubling, then integer bisection (R_T - R_∞ is
+  a sum of λ (1 - η3 λ)^{2T} z² terms, non-increasing in T when phase 3 is stable)."""
+  def one(eta1, eta2):
+    alpha, beta1 = _alpha_beta(v, a1, a2, eta1, eta2)
+    hessian, target = _moments(static, problem, alpha)
+    stable = eta3 * _scaled_top_eigenvalue(hessian, problem.metric) < 2.0
+    limit = closed_form.quadratic_risk(hessian, target, closed_form.output_gd(
+        hessian, target, problem.metric, beta1, eta3, jnp.inf))
+
+    def above(t):
+      beta = closed_form.output_gd(hessian, target, problem.metric, beta1, eta3, t)
+      return closed_form.quadratic_risk(hessian, target, beta) - limit > eps
+
+    hi = jax.lax.while_loop(lambda t: above(t) & (t < 2.0**62), lambda t: 2.0 * t,
+                            jnp.asarray(1.0))
+    lo = jnp.where(hi > 1.0, 0.5 * hi, 0.0)
+    lo = jnp.where(above(0.0), lo, -1.0)
+    _, hi = jax.lax.while_loop(
+        lambda s: s[1] - s[0] > 1.0,
+        lambda s: jax.lax.cond(above(jnp.floor(0.5 * (s[0] + s[1]))),
+                               lambda: (jnp.floor(0.5 * (s[0] + s[1])), s[1]),
+                               lambda: (s[0], jnp.floor(0.5 * (s[0] + s[1])))), (lo, hi))
+    return jnp.where(stable & ~above(hi), jnp.maximum(hi, 0.0), jnp.inf)
+  return jnp.vectorize(one)(eta1, eta2)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _eta2_min_bisection(static, problem, v, a1, a2, eta1, eta3, steps, eps, log_range):
+  """Per η1: scan log η2 on ETA2_SCAN points, require one crossing of ε, bisect in log η2.
+
+  Returns (η2_min, valid): inf when no scanned η2 succeeds, NaN (valid False) when the
+  success set along η2 is not one interval [η2_min, ...) on the scan.
+  """
+  xs = jnp.linspace(log_range[0], log_range[1], ETA2_SCAN)
+
+  def excess(eta1, x):
+    alpha, beta1 = _alpha_beta(v, a1, a2, eta1, jnp.exp(x))
+    risk = _final_risk(static, problem, alpha, beta1, eta3, steps)
+    return jnp.where(jnp.isfinite(risk), jnp.log(jnp.maximum(risk, 1e-300)) - jnp.log(eps),
+                     jnp.inf)
+
+  def one(eta1):
+    values = jax.vmap(lambda x: excess(eta1, x))(xs)
+    success = values <= 0
+    first = jnp.argmax(success)
+    valid = jnp.all(jnp.where(jnp.arange(ETA2_SCAN) >= first, success, True)) | ~success.any()
+    lo_index = jnp.maximum(first - 1, 0)
+    root = _root(lambda x: excess(eta1, x), xs[lo_index], xs[first], values[lo_index],
+                 values[first], atol=RTOL, rtol=0.0)
+    value = jnp.where(first == 0, jnp.exp(xs[0]), jnp.exp(root))
+    value = jnp.where(success.any(), value, jnp.inf)
+    return jnp.where(valid, value, jnp.nan), valid
+  return jax.vmap(one)(jnp.ravel(eta1))
+
+
+# ---------------------------------------------------------------------------
+# The public builder.
+# ---------------------------------------------------------------------------
+
+
+def _problem(lang: languages.Language, cls: bool, tied: bool = True):
+  """Groups of `partition.of_language` (or singletons) in NumPy (O(d), no per-token objects)."""
+  index = partition_lib.language_groups(lang) if tied else np.arange(lang.d)
+  pi = lang.pi_array
+  sizes = np.bincount(index).astype(np.float64)
+  first = partition_lib.first_tokens(index, sizes.size)
+  coefs, supports = lang.inclusion_exclusion()
+  masses = supports[:, first] * np.bincount(index, weights=pi)[None, :]
+  letter = int(index[lang.letters[0]])
+  other = int(index[next(s for s in range(lang.d) if s not in lang.letters)])
+  log_mean = max(math.log(max(lang.length.mean, 1.0)), 0.0)
+  left = 38.0 + LOG_MEAN_BUCKET * math.ceil(max(log_mean, 1e-9) / LOG_MEAN_BUCKET)
+  width = laplace.window_width(lang, left=left)
+  windows = sizes.size + int(cls)
+  static = _Static(cls, letter, other, left, width,
+                   min(windows, windows if windows <= 8 else laplace.MAX_CLUSTERS) * width)
+  metric = np.concatenate([sizes, [1.0]]) if cls else sizes
+  return static, _Problem(masses, coefs, lang.length, metric)
+
+
+def _check_inputs(lang, eps, eta3, steps, loss, cls):
+  if not isinstance(lang, languages.Language):
+    raise ValueError(f"lj.regimes needs an occurrence-family lj.Language (the closed form's "
+                     f"reach); got {type(lang).__name__}: {SWEEP_ROUTE}, or lj.train.")
+  if loss != "squared":
+    raise ValueError(f"lj.regimes needs loss='squared' (output phases are least squares in "
+                     f"closed form only then); got loss={loss!r}: {SWEEP_ROUTE}.")
+  eps = validation.check_real("eps (ε)", eps, minimum=0.0, strict=True, maximum=0.5,
+                              strict_max=True)
+  eta3 = validation.check_positive("eta3 (η3)", eta3)
+  if not (isinstance(steps, float) and math.isinf(steps) and steps > 0):
+    steps = validation.check_int("steps (T, or math.inf)", steps, 1, integral_floats=True)
+  return eps, eta3, float(steps), validation.check_bool("cls", cls)
+
+
+def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
+                steps: int | float = math.inf, loss: str = "squared",
+                cls: bool = False, eta2_range: tuple[float, float] = ETA2_RANGE) -> Regime:
+  """The exact regime of three_phase(η1, η2, η3, T) from θ0 = 0 (docs/theory.md §8).
+
+  Args:
+    lang: an occurrence-family language (any π and length law).
+    eps: success threshold ε on the final squared risk, 0 < ε < R(0) = ½.
+    eta3: phase-3 step size.
+    steps: phase-3 length T (math.inf: the minimizer at the learned α).
+    loss: must be "squared" (the closed form's reach).
+    cls: whether the model has a CLS token (then α has two invariant coordinates).
+    eta2_range: the η2 interval scanned by the bisection route.
+
+  Returns:
+    A Regime. Its functions reuse compiled code across languages of the same
+    structure, so new d, ε, η3 or T do not retrace.
+  """
+  validation.require_float64("lj.regimes.three_phase")
+  eps, eta3, steps, cls = _check_inputs(lang, eps, eta3, steps, loss, cls)
+  low, high = (validation.check_positive(f"eta2_range[{i}]", x) for i, x in enumerate(eta2_range))
+  if not low < high:
+    raise ValueError(f"eta2_range must be increasing (low, high); got {eta2_range!r}.")
+  static, problem = _problem(lang, cls)
+  analysis = jax.device_get(_analyse(static, problem, eps))
+  v, a1, a2, direction = (analysis.pop(k) for k in ("v", "a1", "a2", "direction"))
+  floor_beta = analysis.pop("floor_beta")
+  analysis = {k: float(x) for k, x in analysis.items()}
+  a1_host, a2_host = np.asarray(a1), np.asarray(a2)
+  centred = [a - a.mean() for a in (a1_host, a2_host)]
+  norms = [float(np.linalg.norm(a)) for a in centred]
+  cross = float(np.linalg.norm(np.outer(*centred) - np.outer(*centred).T)) if min(norms) else 0.0
+  one_coordinate = cross <= 1e-9 * norms[0] * norms[1]
+  b = float(a1_host[static.letter] - a1_host[static.other])
+  c = float(a2_host[static.letter] - a2_host[static.other])
+  steps_arg = np.float64(steps)
+  risk_of = functools.partial(_risk_of, static, problem, v, a1, a2, eta3=eta3, steps=steps_arg)
+  eta3_max = functools.partial(_eta3_max, static, problem, v, a1, a2)
+  steps_needed = functools.partial(_steps_needed, static, problem, v, a1, a2, eta3=eta3, eps=eps)
+  log_range = np.log([low, high])
+
+  def eta2_min_bisection(eta1):
+    eta1 = np.asarray(eta1, np.float64)
+    flat = np.concatenate([eta1.ravel(), np.ones(-eta1.size % BISECTION_CHUNK)])
+    values = [_eta2_min_bisection(static, problem, v, a1, a2, flat[i:i + BISECTION_CHUNK], eta3,
+                                  steps_arg, eps, log_range)[0]
+              for i in range(0, flat.size, BISECTION_CHUNK)]  # one compiled shape
+    return jnp.concatenate(values)[:eta1.size].reshape(eta1.shape)
+
+  common = {"coefficients": (a1, a2), "eps": eps, "eta3": eta3, "steps": steps,
+            "risk_of": risk_of, "eta3_max": eta3_max, "steps_needed": steps_needed}
+  if not one_coordinate or b == 0.0:
+    nan = math.nan
+    return Regime(
+        coordinates=2, b=nan, c=nan, delta_eps=nan, eta1_max=nan, min_product=nan,
+        risk_floor=nan, floor_beta=np.full(a1_host.shape, nan), eta3_limit=nan, monotone=False,
+        note=("α has two invariant coordinates (η1η2, η1²η2): no single Δ law; η2_min(η1) by "
+              "bisection along log η2 (NaN where the success set along η2 is not one interval)."),
+        delta_of=lambda eta1, eta2: jnp.stack([eta1 * eta2, eta1**2 * eta2]),
+        risk_of_delta=None, eta2_min=eta2_min_bisection, **common)
+  delta_eps = analysis["delta_eps"]
+  eta1_max = b / abs(c) if c < 0 else math.inf
+
+  def delta_of(eta1, eta2):
+    eta1 = jnp.asarray(eta1, jnp.float64)
+    return eta1 * eta2 * (b + c * eta1)
+
+  def eta2_min_law(eta1):
+    slope = jnp.asarray(eta1, jnp.float64) * (b + c * jnp.asarray(eta1, jnp.float64))
+    # Beyond the wall (slope < 0) every η2 > 0 gives Δ < 0 <= Δ_ε, hence R* > ε.
+    return jnp.where(slope > 0, delta_eps / jnp.where(slope > 0, slope, 1.0),
+                     jnp.where((slope == 0) & (delta_eps == 0), 0.0, jnp.inf))
+
+  monotone = bool(analysis["monotone"]) and math.isfinite(delta_eps)
+  if math.isinf(delta_eps):
+    note = (f"one invariant Δ = η1η2(b + cη1), but R*(Δ) stays above ε = {eps:g} for every "
+            f"Δ <= {DELTA_MAX:g}: no three-phase plan from zero reaches ε on this language.")
+  else:
+    note = (f"one invariant Δ = α_letter - α_other = η1η2(b + cη1); success iff Δ >= Δ_ε "
+            f"{'(R* checked non-increasing)' if monotone else 'FAILS: R* is not monotone'}; "
+            f"attention step reverses sign beyond η1 = {eta1_max:.6g}.")
+  if math.isfinite(steps):
+    note += (f" At finite T = {steps:g}, phase 3's start β1 = η1 v matters too: η2_min by "
+             "bisection on the exact R_T; Δ_ε is the T = ∞ law.")
+  eta2_min = eta2_min_law if math.isinf(steps) and monotone else eta2_min_bisection
+  return Regime(
+      coordinates=1, b=b, c=c, delta_eps=delta_eps, eta1_max=eta1_max,
+      min_product=delta_eps / b if b > 0 else math.nan, risk_floor=analysis["risk_floor"],
+      floor_beta=floor_beta, eta3_limit=analysis["eta3_limit"], monotone=monotone, note=note,
+      delta_of=delta_of, risk_of_delta=functools.partial(_risk_of_delta, static, problem,
+                                                         direction),
+      eta2_min=eta2_min, **common)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _limit_risk_many(static, problem, alpha):
+  return jax.vmap(lambda a: _limit_risk(static, problem, a))(alpha)
+
+
+def limit_risk(lang: languages.Language) -> Callable:
+  """R*(α) = min_β R(α, β) for per-token scores α (..., d): phase 3 at T = ∞ from any α."""
+  validation.require_float64("lj.regimes.limit_risk")
+  static, problem = _problem(lang, False, tied=False)
+
+  def fn(alpha):
+    alpha = jnp.asarray(alpha, jnp.float64)
+    return _limit_risk_many(static, problem, alpha.reshape(-1, lang.d)).reshape(alpha.shape[:-1])
+
+  return fn
+
+
+def kqv_attention_step(lang: languages.Language, fixed: dict) -> Callable:
+  """The KQV three-phase plan's first two steps, exactly (docs/theory.md §8).
+
+  Builds fn(params, η1) -> (α0, α1, α2), each (d,): after one output step of size
+  η1 on (W_V, w_o) from `params` and one attention step of size η2 on (W_Q, W_K),
+  the scores are α0 + η2 α1 + η2² α2 exactly, since α is bilinear in (W_Q, W_K):
+  with G_Q, G_K the attention gradient, α1 = -α(G_Q, W_K) - α(W_Q, G_K) and
+  α2 = α(G_Q, G_K). jit- and vmap-able.
+  """
+  validation.require_float64("lj.regimes.kqv_attention_step")
+  risk = laplace.build(lang).risk
+  attention = ("W_Q", "W_K")
+
+  def scores(params, w_q, w_k):
+    return kqv.kqv_to_direct(dict(params, W_Q=w_q, W_K=w_k), fixed)["alpha"]
+
+  def fn(params, eta1):
+    grads = jax.grad(lambda p: risk(kqv.kqv_to_direct(p, fixed)))(params)
+    params = {k: v if k in attention else v - eta1 * grads[k] for k, v in params.items()}
+    grads = jax.grad(lambda p: risk(kqv.kqv_to_direct(p, fixed)))(params)
+    w_q, w_k, g_q, g_k = params["W_Q"], params["W_K"], grads["W_Q"], grads["W_K"]
+    return (scores(params, w_q, w_k), -scores(params, g_q, w_k) - scores(params, w_q, g_k),
+            scores(params, g_q, g_k))
+
+  return fn
+
+
+REGIMES = {"three_phase": three_phase}
+
+
+def of_plan(plan: str, lang: languages.Language, eps: float, **options) -> Regime:
+  """The exact regime of a named plan; plans outside the closed form's reach name the sweep."""
+  if plan not in REGIMES:
+    raise ValueError(f"plan {plan!r} has no exact regime (plans with one: {sorted(REGIMES)}; "
+                     f"joint phases and schedules are outside the closed form): {SWEEP_ROUTE} "
+                     f"--config.plans='(\"{plan}\",)'.")
+  return REGIMES[plan](lang, eps, **options)
+
+
+__all__ = ["REGIMES", "Regime", "kqv_attention_step", "limit_risk", "of_plan", "three_phase"]
