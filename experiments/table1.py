@@ -59,7 +59,8 @@ def main(argv):
     task = built[0]
     lengths[name] = (f"{describe_law(task.length)}, n ≤ {task.max_len} "
                      f"(P(n > {task.max_len}) = {task.truncated_mass:.2g})")
-    results = protocol.run_task(config, name, built, validation_key, test_key)
+    results = protocol.run_task(config, name, built, validation_key, test_key,
+                                attention=attention)
     for plan_row, (chosen, run) in results.items():
       final, ok = protocol.final_scores(run)
       # Seeds that diverged are excluded and counted; with none left the cell is empty.
@@ -80,14 +81,18 @@ def main(argv):
                      and r["attention"] == attention)
     print(f"[{done}/{len(blocks)}, {time.time() - begin:.0f} s] {name} ({attention}) "
           f"{task.metric_name}: {line} [{time.time() - start:.1f}s]", flush=True)
-  elapsed = time.time() - begin
-  workdir = _WORKDIR.value
+    # The tables so far after every block, so a long run that stops keeps what it did.
+    write_tables(config, rows, lengths, time.time() - begin, _WORKDIR.value)
+  if joint_lags:
+    plot_lag_curves(joint_lags, os.path.join(_WORKDIR.value, "lag_curves.png"))
+  print(f"wrote table1.md, table1.csv and lag_curves.png in {_WORKDIR.value} "
+        f"({time.time() - begin:.0f} s of runs)")
+
+
+def write_tables(config, rows: list[dict], lengths: dict, elapsed: float, workdir: str) -> None:
   common.write_csv(rows, os.path.join(workdir, "table1.csv"))
   with open(os.path.join(workdir, "table1.md"), "w") as f:
     f.write(markdown_report(config, rows, lengths, elapsed))
-  if joint_lags:
-    plot_lag_curves(joint_lags, os.path.join(workdir, "lag_curves.png"))
-  print(f"wrote table1.md, table1.csv and lag_curves.png in {workdir} ({elapsed:.0f} s of runs)")
 
 
 def describe_law(law) -> str:
@@ -116,8 +121,8 @@ def pivot(config, rows: list[dict], column: str, label) -> list[str]:
     cells = {row["plan"]: row for row in rows
              if row["task"] == name and row["attention"] == attention}
     lines.append(f"| {name} | {attention} | {label(next(iter(cells.values())))} | " + " | ".join(
-        summary(cells[p], column) + ("" if column else f" ({cells[p]['step_sizes']})")
-        for p in plan_rows) + " |")
+        (summary(cells[p], column) + ("" if column else f" ({cells[p]['step_sizes']})"))
+        if p in cells else "—" for p in plan_rows) + " |")
   return lines
 
 

@@ -95,6 +95,10 @@ def validate(config) -> None:
         isinstance(f, float) and f > 0 for f in fractions) and sum(fractions) < 1):
       _fail(f"phase_fractions.{plan_name}", "fractions of T > 0, one per phase but the last, "
             "summing to < 1, for a plan with several phases", fractions)
+  if not (isinstance(config.direct_plans, tuple | list) and set(config.direct_plans) <= set(
+      lj.plans.PLANS)):
+    _fail("direct_plans", f"a tuple of plan names from {sorted(lj.plans.PLANS)}",
+          config.direct_plans)
   if not (validation.is_int(config.chunk_size) and config.chunk_size >= 0):
     _fail("chunk_size", "an integer >= 0 (0: the number of test rows of a task)",
           config.chunk_size)
@@ -208,12 +212,20 @@ class Candidate:
     return f"η_out={self.eta_out:g}, η_attn={self.eta_attn:g}"
 
 
-def candidates(config, name: str) -> list[Candidate]:
+def plan_names(config, attention: str = "kqv") -> tuple[str, ...]:
+  """The plans run under `attention`: every plan with KQV attention; with direct attention
+  those of config.direct_plans (the three-phase plan against joint training)."""
+  if attention == "kqv":
+    return tuple(config.plans)
+  return tuple(p for p in config.plans if p in config.direct_plans)
+
+
+def candidates(config, name: str, attention: str = "kqv") -> list[Candidate]:
   """Every candidate of task `name`: one η per grid point, or (η_out, m·η_out) per grid point
   and attention multiplier m; a two-step-size candidate with m = 1 also competes in the
   plan's one-η row."""
   found = []
-  for plan_name in config.plans:
+  for plan_name in plan_names(config, attention):
     for eta in config.task_settings[name].eta_grid:
       if plan_name not in TWO_STEP_SIZES:
         found.append(Candidate((plan_name,), plan_name, float(eta), None))
@@ -224,9 +236,9 @@ def candidates(config, name: str) -> list[Candidate]:
   return found
 
 
-def table_rows(config) -> list[str]:
+def table_rows(config, attention: str = "kqv") -> list[str]:
   """The plan rows of the table, in order: each plan, then its per-phase row if it has one."""
-  return [row for plan_name in config.plans
+  return [row for plan_name in plan_names(config, attention)
           for row in ((plan_name, plan_name + PER_PHASE) if plan_name in TWO_STEP_SIZES
                       else (plan_name,))]
 
@@ -256,7 +268,7 @@ def evaluate_in_chunks(runner: Callable, keys, data, chunk: int):
 
 
 def run_task(config, name: str, built, validation_key, test_key,
-             make_runner: Callable = make_batched_runner):
+             make_runner: Callable = make_batched_runner, attention: str = "kqv"):
   """Validation then test of every row of task `name` through one compiled runner.
 
   Returns {row: (Candidate chosen, TaskRun of the test seeds)}. Each row's step sizes are
@@ -266,7 +278,7 @@ def run_task(config, name: str, built, validation_key, test_key,
   task, model = built
   settings = config.task_settings[name]
   steps = settings.steps
-  found = candidates(config, name)
+  found = candidates(config, name, attention)
 
   def plan_of(candidate):
     return make_plan(candidate.plan_name, candidate.etas(), steps, settings.optimizer,
@@ -281,7 +293,7 @@ def run_task(config, name: str, built, validation_key, test_key,
     rows = [plan_of(c).data(NUM_SLOTS) for c in chosen]
     return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *rows)
 
-  rows = table_rows(config)
+  rows = table_rows(config, attention)
   chunk = config.chunk_size or len(rows) * config.num_seeds
   seeds = config.validation_seeds
   keys = jnp.tile(jax.random.split(validation_key, seeds), (len(found),))

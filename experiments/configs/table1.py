@@ -27,8 +27,9 @@ only 0.004 nats better than the uniform one and no plan learned anything.
 
 Attention (`attention_variants`). Every transformer task runs under both
 parameterisations of its attention: "kqv" (W_Q, W_K, W_V, W_O, readout from a
-small init, `init_scale`) and "direct" (per-head score and value maps from zero,
-the (α, β) parameterisation the paper's theory covers).
+small init, `init_scale`) with every plan, and "direct" (per-head score and value
+maps from zero, the (α, β) parameterisation the paper's theory covers) with the
+plans of `direct_plans` (three_phase against joint training).
 
 Optimizers and step sizes. Plain SGD on fresh minibatches, except Adam for the
 ICL bigram, where SGD from the small init did not leave the KQV saddle within
@@ -71,7 +72,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.num_seeds = 8
   config.seed = 0
   config.attention_variants = ("kqv", "direct")
-  config.attention_multipliers = (1.0, 10.0, 100.0, 1000.0, 10000.0)
+  config.direct_plans = ("joint", "three_phase")
+  config.attention_multipliers = (1.0, 100.0, 10000.0)
   config.phase_fractions = ml_collections.ConfigDict({"three_phase": (0.25, 0.25),
                                                       "attention_first": (0.5,)})
   config.chunk_size = 0
