@@ -72,22 +72,31 @@ def phase_diagram(results: dict, config, path: str) -> str | None:
   return path
 
 
+def curve_rows(table: dict, config) -> np.ndarray:
+  """The rows risk_curves plots: per config.curves point, the nearest row (log distance)
+  of the first static group that varies over both diagram axes."""
+  groups = list(diagram_groups(table, config.diagram_axes))
+  if not groups or not config.curves:
+    return np.zeros(0, np.int64)
+  x_name, y_name = config.diagram_axes
+  rows = groups[0][1]
+  return np.asarray([rows[np.argmin(np.log(table[x_name][rows] / x_value) ** 2
+                                    + np.log(table[y_name][rows] / y_value) ** 2)]
+                     for x_value, y_value in config.curves], np.int64)
+
+
 def risk_curves(results: dict, config, path: str) -> str | None:
   x_name, y_name = config.diagram_axes
-  groups = list(diagram_groups(results, (x_name, y_name)))
-  if not groups or not config.curves:
+  rows = curve_rows(results, config)
+  if not rows.size:
     return None
-  key, rows = groups[0]
+  key = next(diagram_groups(results, config.diagram_axes))[0]
+  steps, risks = sweep.risk_paths(results, rows)
   fig, ax = plt.subplots(figsize=(6, 4))
-  for x_value, y_value in config.curves:
-    distance = (np.log(results[x_name][rows] / x_value) ** 2
-                + np.log(results[y_name][rows] / y_value) ** 2)
-    row = int(rows[np.argmin(distance)])
-    steps = results["record_steps"][results["group"][row]]
+  for row, risk in zip(rows, risks):
     label = (f"{x_name} = {results[x_name][row]:.3g}, {y_name} = {results[y_name][row]:.3g}"
              + (" (diverged)" if results["diverged"][row] else ""))
-    ax.plot(steps, np.maximum(results["risk_path"][row, :steps.size], RISK_FLOOR), marker=".",
-            label=label)
+    ax.plot(steps, np.maximum(risk, RISK_FLOOR), marker=".", label=label)
   ax.set_xscale("symlog", linthresh=1.0)
   ax.set(yscale="log", xlabel="step", ylabel="population risk", xlim=(0, int(key.steps)),
          title=f"{key.plan}, d = {key.d}, T = {key.steps}")

@@ -180,11 +180,11 @@ def regime_report(results: dict, success_risk: float) -> str:
 def save_trajectories(results: dict, workdir: str) -> None:
   """trajectories.npz: per static group, its rows, record steps and risk at each record."""
   arrays = {}
-  for group, (key, rows) in enumerate(sweep.group_rows(results).items()):
+  for key, rows in sweep.group_rows(results).items():
     name = f"{key.plan}_d{key.d}_T{key.steps}_N{key.n_samples}"
-    steps = results["record_steps"][group]
+    steps, risk = sweep.risk_paths(results, rows)
     arrays[f"{name}_rows"] = rows
-    arrays[f"{name}_risk"] = results["risk_path"][rows, :steps.size]
+    arrays[f"{name}_risk"] = risk
     arrays[f"{name}_steps"] = steps
   np.savez(os.path.join(workdir, "trajectories.npz"), **arrays)
 
@@ -234,6 +234,8 @@ def main(argv):
       table, workdir, lambda d: lj.languages.make(config.language, d, config.letters),
       loss=config.loss, route=config.route, chunk_size=config.chunk_size,
       batch_size=config.batch_size, num_records=config.num_records, max_risk=config.max_risk,
+      # Risk paths are 8 bytes per record and row: keep only those the outputs use.
+      path_rows=None if config.save_trajectories else plotting.curve_rows(table, config),
       progress=common.progress_reporter("configurations", quiet=_QUIET.value),
       process_index=jax.process_index(), process_count=jax.process_count())
   wall = time.time() - start

@@ -207,16 +207,19 @@ class _Chunk(NamedTuple):
 def run_sweep(table: dict, workdir: str, make_language: Callable[[int], languages.Language], *,
               loss: str = "squared", route: str = "auto", chunk_size: int = 4096,
               batch_size: int = 32, num_records: int = 64, max_risk: float = MAX_RISK,
-              progress: ProgressFn | None = None, process_index: int = 0,
+              path_rows=None, progress: ProgressFn | None = None, process_index: int = 0,
               process_count: int = 1, devices=None, wait_timeout: float = 3600.0) -> dict | None:
   """Evaluates every row of `table`, persisting each finished chunk under workdir/chunks.
 
   Returns, on process 0 (None on the others), the input columns plus OUTPUTS,
   "engine" and "group" (the row's index in group_rows(table)) per row;
-  "record_steps", a list with each group's record steps (R_g,); and
-  "risk_path" (rows, max R_g), the risk at the row's group's record steps,
-  NaN-padded past R_g. Chunks already in the store are loaded, not recomputed.
-  progress(done, total) is called before the first chunk and after each chunk.
+  "record_steps", a list with each group's record steps (R_g,); "path_rows"
+  (K,), the sorted rows whose risk path is kept (`path_rows`, default all: a
+  risk path is 8 bytes per record, which dominates the store); and "risk_path"
+  (K, max R_g), their risk at their group's record steps, NaN-padded past R_g
+  (read them with risk_paths). Chunks already in the store are loaded, not
+  recomputed. progress(done, total) is called before the first chunk and after
+  each chunk.
   """
   devices = list(devices or jax.local_devices())
   store = chunk_store.ChunkStore(workdir)
@@ -230,6 +233,8 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
   todo = [chunk for i, (chunk, done) in enumerate(zip(chunks, stored))
           if not done and i % process_count == process_index]
   total = table["plan"].shape[0]
+  keep_path = np.zeros(total, bool)
+  keep_path[slice(None) if path_rows is None else np.asarray(path_rows, np.int64)] = True
   done = sum(chunk.rows.size for chunk, found in zip(chunks, stored) if found)
   if progress:
     progress(done, total)
@@ -253,8 +258,10 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
       if waiting is not None:
         finished, wait = waiting
         result = {k: v[:finished.rows.size] for k, v in wait().items()}
+        kept = keep_path[finished.rows]
         result.update(rows=finished.rows, engine=np.array(evaluator.engine),
-                      record_steps=evaluator.record_steps)
+                      record_steps=evaluator.record_steps, path_rows=finished.rows[kept],
+                      risk_path=result["risk_path"][kept])
         store.save(finished.group, finished.index, result)
         computed[finished.group, finished.index] = result
         done += finished.rows.size
@@ -266,7 +273,12 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
     return None
   loaded = [computed.get((chunk.group, chunk.index)) or store.load(chunk.group, chunk.index)
             for chunk in chunks]
-  return _assemble(table, loaded, [chunk.group for chunk in chunks], len(groups))
+  results = _assemble(table, loaded, [chunk.group for chunk in chunks], len(groups))
+  missing = np.setdiff1d(np.flatnonzero(keep_path), results["path_rows"])
+  if missing.size:
+    raise ValueError(f"the store in {workdir} lacks the risk paths of {missing.size} requested "
+                     f"rows (e.g. row {missing[0]}): it was written with other path_rows.")
+  return results
 
 
 def _assemble(table: dict, chunks: list[dict], chunk_groups: list[int], num_groups: int) -> dict:
@@ -275,18 +287,44 @@ def _assemble(table: dict, chunks: list[dict], chunk_groups: list[int], num_grou
   record_steps = [np.zeros(0, np.int64)] * num_groups
   for chunk, group in zip(chunks, chunk_groups):
     record_steps[group] = chunk["record_steps"]
-  width = max((steps.size for steps in record_steps), default=0)
   outputs = {name: np.zeros(total, chunks[0][name].dtype) for name in OUTPUTS} if chunks else {}
-  outputs.update(risk_path=np.full((total, width), np.nan), engine=np.empty(total, object),
-                 group=np.zeros(total, np.int64))
+  outputs.update(engine=np.empty(total, object), group=np.zeros(total, np.int64))
   for chunk, group in zip(chunks, chunk_groups):
     rows = chunk["rows"]
     for name in OUTPUTS:
       outputs[name][rows] = chunk[name]
-    outputs["risk_path"][rows, :chunk["risk_path"].shape[1]] = chunk["risk_path"]
     outputs["engine"][rows] = str(chunk["engine"])
     outputs["group"][rows] = group
-  return dict(table, **outputs, record_steps=record_steps)
+  # Chunks stored before path_rows existed hold every row's path.
+  path_rows = [chunk.get("path_rows", chunk["rows"]) for chunk in chunks]
+  order = np.argsort(np.concatenate(path_rows or [np.zeros(0, np.int64)]), kind="stable")
+  width = max((steps.size for steps in record_steps), default=0)
+  risk_path = np.full((order.size, width), np.nan)
+  start = 0
+  for chunk, rows in zip(chunks, path_rows):
+    risk_path[start:start + rows.size, :chunk["risk_path"].shape[1]] = chunk["risk_path"]
+    start += rows.size
+  return dict(table, **outputs, record_steps=record_steps,
+              path_rows=np.concatenate(path_rows or [np.zeros(0, np.int64)])[order],
+              risk_path=risk_path[order])
+
+
+def risk_paths(results: dict, rows) -> tuple[np.ndarray, np.ndarray]:
+  """Record steps (R_g,) and risk paths (len(rows), R_g) of rows of one static group.
+
+  Raises:
+    ValueError: if the rows span several groups or a row's path was not kept.
+  """
+  rows = np.asarray(rows, np.int64)
+  groups = np.unique(results["group"][rows])
+  if groups.size != 1:
+    raise ValueError(f"risk_paths needs rows of one static group; got groups {groups.tolist()}.")
+  steps = results["record_steps"][int(groups[0])]
+  position = np.minimum(np.searchsorted(results["path_rows"], rows),
+                        results["path_rows"].size - 1)
+  if results["path_rows"].size == 0 or np.any(results["path_rows"][position] != rows):
+    raise ValueError("some rows' risk paths were not kept (run_sweep's path_rows).")
+  return steps, results["risk_path"][position, :steps.size]
 
 
 _barriers = itertools.count()  # every process runs the same sweeps, so the ids agree

@@ -55,13 +55,22 @@ def test_independent_of_chunk_size(reference, tmp_path):
   # only float64 roundoff of differently vectorized loops may differ (< 1e-12).
   # A diverged run grows like |1 - ηλ|^t and amplifies that roundoff before it is
   # frozen, so for those rows the status and the step of divergence must agree.
+  kept = np.array([2, 17])  # one closed-form row, one step-by-step row
   other = sweep.run_sweep(small_table(), str(tmp_path), make_language, chunk_size=32,
-                          batch_size=8, num_records=8)
+                          batch_size=8, num_records=8, path_rows=kept)
   np.testing.assert_array_equal(other["diverged"], reference["diverged"])
   np.testing.assert_array_equal(other["diverged_step"], reference["diverged_step"])
   stable = ~reference["diverged"]
   for name in ("final_risk", "error", "margin", "lag_gap"):
     np.testing.assert_allclose(other[name][stable], reference[name][stable], rtol=0, atol=1e-12)
+  # Only the requested risk paths are kept; a resume that asks for more says so.
+  np.testing.assert_array_equal(other["path_rows"], kept)
+  for row in kept:
+    np.testing.assert_allclose(sweep.risk_paths(other, [row])[1],
+                               sweep.risk_paths(reference, [row])[1], rtol=0, atol=1e-12)
+  with pytest.raises(ValueError, match="lacks the risk paths of 17 requested rows"):
+    sweep.run_sweep(small_table(), str(tmp_path), make_language, chunk_size=32, batch_size=8,
+                    num_records=8)
 
 
 def test_matches_single_configuration_runs(reference):
@@ -245,14 +254,18 @@ def test_progress_goes_to_the_callback_and_a_resumed_sweep_computes_nothing(refe
 
 def test_risk_paths_are_one_array_padded_per_group(reference):
   """Rows of the closed-form and step groups share one (rows, R) array, NaN past each R_g."""
+  np.testing.assert_array_equal(reference["path_rows"], np.arange(19))
   for group, steps in enumerate(reference["record_steps"]):
-    rows = reference["group"] == group
-    plan = sweep.make_plan(str(reference["plan"][rows][0]), STEPS)
+    rows = np.flatnonzero(reference["group"] == group)
+    plan = sweep.make_plan(str(reference["plan"][rows[0]]), STEPS)
     assert steps[0] == 0 and steps[-1] == plan.total_steps
-    assert np.all(np.isfinite(reference["risk_path"][rows, :steps.size]))
     assert np.all(np.isnan(reference["risk_path"][rows, steps.size:]))
-    np.testing.assert_array_equal(reference["risk_path"][rows, steps.size - 1],
-                                  reference["final_risk"][rows])
+    record_steps, risk = sweep.risk_paths(reference, rows)
+    np.testing.assert_array_equal(record_steps, steps)
+    assert np.all(np.isfinite(risk))
+    np.testing.assert_array_equal(risk[:, -1], reference["final_risk"][rows])
+  with pytest.raises(ValueError, match="one static group"):
+    sweep.risk_paths(reference, [0, 18])
 
 
 class _Terminal(io.StringIO):
