@@ -73,13 +73,14 @@ def phase_diagram(results: dict, config, path: str) -> str | None:
 
 
 def curve_rows(table: dict, config) -> np.ndarray:
-  """The rows risk_curves plots: per config.curves point, the nearest row (log distance)
-  of the first static group that varies over both diagram axes."""
-  groups = list(diagram_groups(table, config.diagram_axes))
-  if not groups or not config.curves:
-    return np.zeros(0, np.int64)
+  """The rows risk_curves plots: per config.curves point (x, y), the row nearest in
+  (log x, log y) of the first static group that varies over both diagram axes."""
+  group = next(diagram_groups(table, config.diagram_axes), None)
+  return np.zeros(0, np.int64) if group is None else _nearest_rows(table, group[1], config)
+
+
+def _nearest_rows(table: dict, rows, config) -> np.ndarray:
   x_name, y_name = config.diagram_axes
-  rows = groups[0][1]
   return np.asarray([rows[np.argmin(np.log(table[x_name][rows] / x_value) ** 2
                                     + np.log(table[y_name][rows] / y_value) ** 2)]
                      for x_value, y_value in config.curves], np.int64)
@@ -87,10 +88,11 @@ def curve_rows(table: dict, config) -> np.ndarray:
 
 def risk_curves(results: dict, config, path: str) -> str | None:
   x_name, y_name = config.diagram_axes
-  rows = curve_rows(results, config)
-  if not rows.size:
+  group = next(diagram_groups(results, config.diagram_axes), None)
+  if group is None or not config.curves:
     return None
-  key = next(diagram_groups(results, config.diagram_axes))[0]
+  key, rows = group
+  rows = _nearest_rows(results, rows, config)
   steps, risks = sweep.risk_paths(results, rows)
   fig, ax = plt.subplots(figsize=(6, 4))
   for row, risk in zip(rows, risks):

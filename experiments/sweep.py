@@ -141,18 +141,19 @@ def write_results(results: dict, workdir: str) -> str:
 
 
 def csv_field(values: np.ndarray, blank_nan: bool = False) -> list[str]:
-  """The CSV text of a column: repr (round-trip) for floats, with NaN as "" when blank_nan.
+  """The CSV text of a column: str of each value, repr (round-trip) for floats, NaN as ""
+  when blank_nan.
 
-  Each distinct value is formatted once; floats are told apart by bit pattern, so
+  Each distinct number is formatted once; floats are told apart by bit pattern, so
   -0.0 keeps its sign.
   """
-  if values.dtype.kind == "f":
-    unique, inverse = np.unique(values.astype(np.float64).view(np.int64), return_inverse=True)
-    text = ["" if blank_nan and math.isnan(v) else repr(v)
-            for v in unique.view(np.float64).tolist()]
-  else:
-    unique, inverse = np.unique(values.astype(str), return_inverse=True)
-    text = unique.tolist()
+  if values.dtype.kind in "OU":
+    return values.tolist()
+  floats = values.dtype.kind == "f"
+  unique, inverse = np.unique(values.astype(np.float64).view(np.int64) if floats else values,
+                              return_inverse=True)
+  text = ["" if blank_nan and math.isnan(v) else repr(v) for v in
+          unique.view(np.float64).tolist()] if floats else [str(v) for v in unique.tolist()]
   return np.asarray(text, dtype=object)[inverse.reshape(-1)].tolist()
 
 

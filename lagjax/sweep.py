@@ -83,14 +83,17 @@ def build_table(plan_names, d_list, steps_list, eta_grids: dict, *, n_samples_li
 def group_rows(table) -> dict[GroupKey, np.ndarray]:
   """Row indices of each static group, groups in order of first appearance."""
   names, plan_code = np.unique(table["plan"], return_inverse=True)
-  keys = np.stack([plan_code.reshape(-1), table["d"], table["steps"], table["n_samples"]], axis=1)
-  if keys.shape[0] == 0:
-    return {}
-  unique, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+  columns = (plan_code.reshape(-1), table["d"], table["steps"], table["n_samples"])
+  # One integer per row: its key's distinct-value indices read as a mixed-radix number.
+  code = np.zeros(columns[0].size, np.int64)
+  for column in columns:
+    distinct, index = np.unique(column, return_inverse=True)
+    code = code * distinct.size + index.reshape(-1)
+  _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
   inverse = inverse.reshape(-1)
   rows = np.split(np.argsort(inverse, kind="stable"), np.cumsum(np.bincount(inverse))[:-1])
-  return {GroupKey(str(names[unique[g, 0]]), *(int(v) for v in unique[g, 1:])): rows[g]
-          for g in np.argsort(first)}
+  return {GroupKey(str(names[columns[0][first[g]]]), *(int(c[first[g]]) for c in columns[1:])):
+          rows[g] for g in np.argsort(first)}
 
 
 def make_plan(name: str, steps: int, n_samples: int = 0) -> plans.Plan:
