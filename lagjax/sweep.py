@@ -11,6 +11,10 @@ it stopped and recomputes nothing finished. With several processes
 (jax.distributed), process p takes the chunks with index ≡ p mod #processes,
 and process 0 reads the others' chunks after a barrier of the distributed
 runtime. Progress goes to an optional callback; this module prints nothing.
+
+The module is longer than the library's ~300 lines because the table, the engines
+and the sharded chunk runs share one layout (groups, chunks, padded shapes); the
+store is lagjax/chunk_store.py and the rendering of progress is the binary's.
 """
 
 from __future__ import annotations
