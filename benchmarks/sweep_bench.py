@@ -19,7 +19,19 @@ Cases:
      times (compiled once; compilation excluded everywhere); briefly also on the
      2 tied groups (lj.partition.of_language);
   4. when a GPU is the default backend: case 1 on the GPU, and max |Δ final_risk|
-     against the CPU results.csv of case 1 (row by row; target 1e-10).
+     against the CPU results.csv of case 1 (row by row; target 1e-10);
+  5. the main job against its kernel (targets of the sweep redesign): the closed-form
+     kernel alone, batched, as benchmarks/plans_bench.py times it (three-phase,
+     d = 50, T = 10^4, 4096 random step sizes, vmap and lax.map in chunks of 64, one
+     device, after compilation; the faster of the two is the reference), then
+       a. case 1's printed sweep throughput (two devices, with set-up, compilation
+          and the chunk store) / the kernel's: target >= 0.5;
+       b. lagjax.sweep.run_sweep on case 1's table in this process (one device, like
+          the kernel), its throughput after the first chunk (compilation excluded,
+          like the kernel's) from its progress callback / the kernel's;
+       c. case 1's end-to-end wall / its printed sweep seconds: target <= 1.5.
+     The kernel runs in this process right after cases 1, 2 and 4 (which must run
+     before it touches a JAX backend); case 1 runs 3 times and the ratios use medians.
 
 Cases 1, 2 and 4 run before this process touches a JAX backend, so it holds
 neither the CPUs nor (on a GPU machine) preallocated device memory meanwhile.
@@ -51,6 +63,10 @@ import numpy as np  # noqa: E402
 import lagjax as lj  # noqa: E402
 from benchmarks import harness  # noqa: E402
 from benchmarks.harness import status  # noqa: E402
+from benchmarks.plans_bench import closed_form_cases  # noqa: E402
+from experiments import sweep as sweep_binary  # noqa: E402
+from experiments.configs import phase_diagram  # noqa: E402
+from lagjax import sweep  # noqa: E402
 from lagjax.train import make_runner  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +79,7 @@ GD_CONFIGS = 256
 GD_ETA_RANGE = (0.1, 3.0)
 CHUNK = 16  # lax.map batch_size
 TARGETS = {"default_wall": 30.0, "default_memory": 4 * GIB, "stretch_wall": 120.0,
-           "gpu_agreement": 1e-10}
+           "gpu_agreement": 1e-10, "sweep_vs_kernel": 0.5, "wall_vs_sweep": 1.5}
 PRINTED = re.compile(r"(\d+) configurations in ([\d.]+) s \((\d+)/s\)")
 MAX_RSS = re.compile(r"Maximum resident set size \(kbytes\):\s*(\d+)")
 
@@ -206,16 +222,70 @@ def gd_sweep_case(partition, steps: int, repeats: int) -> dict:
           "final_risk_range": [float(np.nanmin(loop_risk)), float(np.nanmax(loop_risk))]}
 
 
+# Case 5: the main job against its kernel.
+
+
+def kernel_case(repeats: int) -> dict:
+  """Configurations/s of the closed-form kernel batched (plans_bench's vmap and lax.map)."""
+  closed = closed_form_cases(lj.occurrence(D), 4096, repeats)
+  rates = {"vmap": 1 / closed["vmap"], "chunked": 1 / closed["chunked"]}
+  return {"configs_per_second": rates, "best": max(rates.values())}
+
+
+def in_process_sweep_case() -> dict:
+  """run_sweep on case 1's table on one device: whole and after-first-chunk throughput."""
+  config = phase_diagram.get_config()
+  grids = sweep_binary.validate(config)
+  grids.update({name: [np.nan] for name in sweep.ETA_NAMES if name not in grids})
+  table = sweep.build_table(config.plans, config.d_list, config.steps_list, grids)
+  marks = []
+  with tempfile.TemporaryDirectory(prefix="sweep_bench_") as workdir:
+    start = time.perf_counter()
+    sweep.run_sweep(table, workdir, lj.occurrence, chunk_size=config.chunk_size,
+                    batch_size=config.batch_size, num_records=config.num_records,
+                    path_rows=np.zeros(0, np.int64), devices=jax.local_devices()[:1],
+                    progress=lambda done, total: marks.append((time.perf_counter(), done)))
+    wall = time.perf_counter() - start
+  (first_time, first_done), (last_time, last_done) = marks[1], marks[-1]
+  return {"configurations": int(table["plan"].size), "wall": wall,
+          "configs_per_second": table["plan"].size / wall,
+          "first_chunk_seconds": first_time - start,
+          "steady_configs_per_second": (last_done - first_done) / (last_time - first_time)}
+
+
+def ratio_rows(default: dict, kernel: dict, in_process: dict) -> list[dict]:
+  best = kernel["best"]
+  rates = kernel["configs_per_second"]
+  note = (f"kernel: vmap {rates['vmap']:,.0f}/s, lax.map {rates['chunked']:,.0f}/s "
+          "(plans_bench, one device)")
+  sweep_rate = default["printed_configs_per_second"]
+  return [
+      row("5. closed-form kernel alone, batched (best of vmap, lax.map)", best, "/s", None, note),
+      row("5a. main job's sweep throughput / kernel's (printed rate, 2 devices, with "
+          "compilation)", sweep_rate / best, "×", TARGETS["sweep_vs_kernel"],
+          f"{sweep_rate:,.0f}/s; {note}", passed=sweep_rate / best >= TARGETS["sweep_vs_kernel"],
+          at_least=True),
+      row("5b. run_sweep in process, 1 device, after the first chunk / kernel's",
+          in_process["steady_configs_per_second"] / best, "×", None,
+          f"{in_process['steady_configs_per_second']:,.0f}/s after the first chunk; whole "
+          f"sweep {in_process['configs_per_second']:,.0f}/s ({in_process['wall']:.1f} s, first "
+          f"chunk done at {in_process['first_chunk_seconds']:.1f} s)"),
+      row("5c. main job's end-to-end wall / its sweep seconds", default["wall"] /
+          default["sweep_seconds"], "×", TARGETS["wall_vs_sweep"],
+          f"{default['wall']:.1f} s / {default['sweep_seconds']:.1f} s (medians)"),
+  ]
+
+
 def machine(load_average) -> dict:
   """harness.machine with the given start load average and the load average now."""
   return dict(harness.machine(load_average), load_average_at_end=os.getloadavg())
 
 
-def row(case, value, unit, target=None, note="", passed=None) -> dict:
+def row(case, value, unit, target=None, note="", passed=None, at_least=False) -> dict:
   if passed is None and target is not None and value is not None:
     passed = value <= target
   return {"case": case, "value": value, "unit": unit, "target": target, "passed": passed,
-          "note": note}
+          "note": note, "at_least": at_least}
 
 
 def binary_rows(label: str, result: dict | None, wall_target: float | None,
@@ -264,6 +334,8 @@ def run(quick: bool) -> dict:
   default = binary_case("phase diagram 512×512", (), 1 if quick else 3)
   stretch = None if quick else binary_case("phase diagram 1024×1024", STRETCH_FLAGS, 2)
   gpu = gpu_case(default, 1 if quick else 3)
+  kernel = kernel_case(5 if quick else 15)
+  in_process = in_process_sweep_case()
   full = gd_sweep_case(lj.partition.singletons(D), 100 if quick else GD_STEPS, 1)
   tied = gd_sweep_case(lj.partition.of_language(lj.occurrence(D)), GD_STEPS, 1 if quick else 3)
   rows = [*binary_rows("1. phase diagram 512×512 (CPU)", default, TARGETS["default_wall"],
@@ -271,6 +343,7 @@ def run(quick: bool) -> dict:
           *binary_rows("2. stretch 1024×1024 (CPU)", stretch, TARGETS["stretch_wall"], None),
           *gd_rows(full, "3. GD sweep d=50 full (50 groups)"),
           *gd_rows(tied, "3. GD sweep d=50 tied (2 groups)")]
+  rows_after_gpu = ratio_rows(default, kernel, in_process)
   if gpu is None:
     rows.append(row("4. phase diagram 512×512 on GPU: no GPU here", None, "s"))
   else:
@@ -281,11 +354,13 @@ def run(quick: bool) -> dict:
              row("4. max |Δ final_risk| GPU vs CPU results.csv", gpu["max_abs_delta"], "abs",
                  TARGETS["gpu_agreement"],
                  f"same rows {gpu['same_rows']}; NaN mismatches {gpu['nan_mismatch']}")]
+  rows += rows_after_gpu
   strip = lambda r: None if r is None else {k: v for k, v in r.items()
                                             if k not in ("keys", "final_risk")}
   return {"machine": machine(load_average), "quick": quick, "rows": rows,
           "cases": {"default": strip(default), "stretch": strip(stretch), "gpu": strip(gpu),
-                    "gd_full": full, "gd_tied": tied}}
+                    "gd_full": full, "gd_tied": tied, "kernel": kernel,
+                    "in_process_sweep": in_process}}
 
 
 def format_value(value, unit: str) -> str:
@@ -307,7 +382,8 @@ def table(results: dict) -> str:
   lines = harness.markdown_table(
       ("case", "median", "target", "status", "notes"),
       [(r["case"], format_value(r["value"], r["unit"]),
-        harness.target_cell(r["target"], partial(format_value, unit=r["unit"])),
+        (f"≥ {format_value(r['target'], r['unit'])}" if r.get("at_least") else
+         harness.target_cell(r["target"], partial(format_value, unit=r["unit"]))),
         status(r["passed"]), r["note"] or "—") for r in results["rows"]])
   info = results["machine"]
   full, tied = results["cases"]["gd_full"], results["cases"]["gd_tied"]

@@ -1,14 +1,19 @@
-"""Shared helpers of the experiment binaries: JAX set-up, the workdir, output files."""
+"""Shared helpers of the experiment binaries: JAX set-up, the compilation cache, the
+workdir, output files, progress."""
 
 from __future__ import annotations
 
 import csv
 import logging
 import os
+import sys
 import tempfile
+import time
 
 import jax
+import tqdm
 from absl import app
+from absl import logging as absl_logging
 
 CACHE_ENV = "LAGJAX_COMPILATION_CACHE"
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "lagjax", "xla")
@@ -83,3 +88,44 @@ def markdown_table(rows: list[dict]) -> str:
   lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
   lines += ["| " + " | ".join(cell(row[c]) for c in columns) + " |" for row in rows]
   return "\n".join(lines) + "\n"
+
+
+def progress_reporter(unit: str, *, quiet: bool = False, stream=None):
+  """A progress(done, total) callback: a tqdm bar on a terminal, else absl INFO lines.
+
+  The bar goes to `stream` (default stderr) when it is a TTY and not `quiet`;
+  otherwise a line "done/total unit (rate/s, ETA)" is logged at each tenth of the
+  total. The rate counts only work done since the first call, so that work found
+  finished on disk (a resumed run) does not inflate it.
+  """
+  stream = stream or sys.stderr
+  if not quiet and stream.isatty():
+    bar = None
+
+    def render_bar(done: int, total: int) -> None:
+      nonlocal bar
+      if bar is None:
+        bar = tqdm.tqdm(total=total, initial=done, unit=f" {unit}", file=stream,
+                        dynamic_ncols=True)
+      bar.update(done - bar.n)
+      if done >= total:
+        bar.close()
+
+    return render_bar
+
+  start, first, last_tenth = None, 0, -1
+
+  def log_lines(done: int, total: int) -> None:
+    nonlocal start, first, last_tenth
+    if start is None:
+      start, first = time.perf_counter(), done
+    tenth = 10 * done // max(total, 1)
+    if tenth == last_tenth:
+      return
+    last_tenth = tenth
+    elapsed = time.perf_counter() - start
+    rate = (done - first) / elapsed if elapsed > 0 else 0.0
+    eta = f"{(total - done) / rate:.0f} s" if rate > 0 else "?"
+    absl_logging.info("%d/%d %s (%.0f/s, ETA %s)", done, total, unit, rate, eta)
+
+  return log_lines

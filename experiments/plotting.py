@@ -25,6 +25,25 @@ def diagram_groups(results: dict, axes: tuple[str, str]):
       yield key, rows
 
 
+def seed_average(results: dict, rows, x_name: str, y_name: str):
+  """The (y, x) grid of mean final risk and "any diverged" over the rows at each grid point.
+
+  Averages over seeds and any other axis (a single value in the default configs);
+  grid points without rows are NaN. Returns (risk, diverged, xs, ys), risk floored
+  at RISK_FLOOR.
+  """
+  xs, x_index = np.unique(results[x_name][rows], return_inverse=True)
+  ys, y_index = np.unique(results[y_name][rows], return_inverse=True)
+  cell = y_index.reshape(-1) * xs.size + x_index.reshape(-1)
+  cells = ys.size * xs.size
+  counts = np.bincount(cell, minlength=cells)
+  total = np.bincount(cell, weights=results["final_risk"][rows], minlength=cells)
+  with np.errstate(invalid="ignore"):
+    risk = np.where(counts > 0, total / np.maximum(counts, 1), np.nan).reshape(ys.size, xs.size)
+  diverged = np.bincount(cell, weights=results["diverged"][rows], minlength=cells) > 0
+  return np.maximum(risk, RISK_FLOOR), diverged.reshape(ys.size, xs.size), xs, ys
+
+
 def phase_diagram(results: dict, config, path: str) -> str | None:
   x_name, y_name = config.diagram_axes
   groups = list(diagram_groups(results, (x_name, y_name)))
@@ -32,17 +51,7 @@ def phase_diagram(results: dict, config, path: str) -> str | None:
     return None
   fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 5), squeeze=False)
   for ax, (key, rows) in zip(axes[0], groups):
-    xs, ys = np.unique(results[x_name][rows]), np.unique(results[y_name][rows])
-    risk = np.full((ys.size, xs.size), np.nan)
-    diverged = np.zeros((ys.size, xs.size), bool)
-    # Average over seeds and any other axis (a single value in the default configs).
-    counts = np.zeros_like(risk)
-    for r in rows:
-      i, j = np.searchsorted(ys, results[y_name][r]), np.searchsorted(xs, results[x_name][r])
-      risk[i, j] = np.nan_to_num(risk[i, j]) + results["final_risk"][r]
-      counts[i, j] += 1
-      diverged[i, j] |= bool(results["diverged"][r])
-    risk = np.maximum(risk / counts, RISK_FLOOR)
+    risk, diverged, xs, ys = seed_average(results, rows, x_name, y_name)
     mesh = ax.pcolormesh(xs, ys, np.ma.masked_where(diverged, risk), shading="nearest",
                          norm=LogNorm(vmin=max(risk.min(), RISK_FLOOR), vmax=risk.max()),
                          cmap="viridis")
@@ -65,21 +74,33 @@ def phase_diagram(results: dict, config, path: str) -> str | None:
   return path
 
 
+def curve_rows(table: dict, config) -> np.ndarray:
+  """The rows risk_curves plots: per config.curves point (x, y), the row nearest in
+  (log x, log y) of the first static group that varies over both diagram axes."""
+  group = next(diagram_groups(table, config.diagram_axes), None)
+  return np.zeros(0, np.int64) if group is None else _nearest_rows(table, group[1], config)
+
+
+def _nearest_rows(table: dict, rows, config) -> np.ndarray:
+  x_name, y_name = config.diagram_axes
+  return np.asarray([rows[np.argmin(np.log(table[x_name][rows] / x_value) ** 2
+                                    + np.log(table[y_name][rows] / y_value) ** 2)]
+                     for x_value, y_value in config.curves], np.int64)
+
+
 def risk_curves(results: dict, config, path: str) -> str | None:
   x_name, y_name = config.diagram_axes
-  groups = list(diagram_groups(results, (x_name, y_name)))
-  if not groups or not config.curves:
+  group = next(diagram_groups(results, config.diagram_axes), None)
+  if group is None or not config.curves:
     return None
-  key, rows = groups[0]
+  key, rows = group
+  rows = _nearest_rows(results, rows, config)
+  steps, risks = sweep.risk_paths(results, rows)
   fig, ax = plt.subplots(figsize=(6, 4))
-  for x_value, y_value in config.curves:
-    distance = (np.log(results[x_name][rows] / x_value) ** 2
-                + np.log(results[y_name][rows] / y_value) ** 2)
-    row = int(rows[np.argmin(distance)])
+  for row, risk in zip(rows, risks):
     label = (f"{x_name} = {results[x_name][row]:.3g}, {y_name} = {results[y_name][row]:.3g}"
              + (" (diverged)" if results["diverged"][row] else ""))
-    ax.plot(results["record_steps"][row],
-            np.maximum(results["risk_path"][row], RISK_FLOOR), marker=".", label=label)
+    ax.plot(steps, np.maximum(risk, RISK_FLOOR), marker=".", label=label)
   ax.set_xscale("symlog", linthresh=1.0)
   ax.set(yscale="log", xlabel="step", ylabel="population risk", xlim=(0, int(key.steps)),
          title=f"{key.plan}, d = {key.d}, T = {key.steps}")

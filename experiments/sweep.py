@@ -14,10 +14,10 @@ every P-th chunk; process 0 waits for all chunks and writes the outputs.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import shutil
@@ -36,7 +36,7 @@ from lagjax import sweep
 _CONFIG = config_flags.DEFINE_config_file("config")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/sweep", "Output folder (resumable).")
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace a workdir holding another config.")
-_QUIET = flags.DEFINE_bool("quiet", False, "No progress bar.")
+_QUIET = flags.DEFINE_bool("quiet", False, "No progress bar: log progress lines instead.")
 _COORDINATOR = flags.DEFINE_string("coordinator", None, "host:port of process 0 (multi-host).")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", 1, "Processes in a multi-host run.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", 0, "This process's index (multi-host).")
@@ -70,10 +70,10 @@ def grid_values(config, name: str) -> np.ndarray:
 
 def validate(config) -> dict:
   """Checks every field before any compute; returns the step-size grids."""
-  unknown = [p for p in config.plans if p not in sweep.PLAN_ETAS]
+  unknown = [p for p in config.plans if p not in lj.plans.PLANS]
   if unknown or not config.plans:
     raise ValueError(f"config.plans has unknown or no plans {unknown}; known plans: "
-                     f"{sorted(sweep.PLAN_ETAS)}.")
+                     f"{sorted(lj.plans.PLANS)}.")
   lj.risk.resolve_route(config.loss, config.route)
   if config.route == "sampled":
     raise ValueError("config.route must be exact for sweeps: 'auto', 'laplace' or 'lattice'.")
@@ -94,7 +94,7 @@ def validate(config) -> dict:
     raise ValueError(f"config.max_risk must be > 0; got {config.max_risk}.")
   for d in config.d_list:
     lj.languages.make(config.language, d, config.letters)
-  used = {name for plan in config.plans for name in sweep.PLAN_ETAS[plan]}
+  used = {name for plan in config.plans for name in lj.plans.PLANS[plan].eta_names}
   return {name: grid_values(config, name) for name in sorted(used)}
 
 
@@ -124,24 +124,37 @@ RESULT_COLUMNS = ("plan", "d", "T", "N", "seed", *sweep.ETA_NAMES, "final_risk",
 def write_results(results: dict, workdir: str) -> str:
   """results.csv, one row per configuration; floats in repr (round-trip) form.
 
-  Columns are formatted whole and the rows streamed, so a million rows never sit in
-  memory as Python dicts.
+  Columns are formatted whole (csv_field); no field holds a comma, quote or line
+  break, so rows are joined directly, with the csv module's CRLF line ends.
   """
-  def floats(values, blank_nan=False):
-    return ["" if blank_nan and np.isnan(v) else repr(v) for v in values.tolist()]
-
-  columns = [results["plan"].tolist(), results["d"].tolist(), results["steps"].tolist(),
-             results["n_samples"].tolist(), results["seed"].tolist(),
-             *(floats(results[name], blank_nan=True) for name in sweep.ETA_NAMES),
-             *(floats(results[name]) for name in ("final_risk", "error", "margin", "lag_gap")),
-             np.where(results["diverged"], "diverged", "ok").tolist(),
-             results["diverged_step"].tolist(), results["engine"].tolist()]
+  columns = [*map(csv_field, (results[name] for name in ("plan", "d", "steps", "n_samples",
+                                                         "seed"))),
+             *(csv_field(results[name], blank_nan=True) for name in sweep.ETA_NAMES),
+             *(csv_field(results[name]) for name in ("final_risk", "error", "margin", "lag_gap")),
+             csv_field(np.where(results["diverged"], "diverged", "ok")),
+             csv_field(results["diverged_step"]), csv_field(results["engine"])]
+  lines = map(",".join, zip(*columns))
   path = os.path.join(workdir, "results.csv")
   with open(path, "w", newline="") as f:
-    writer = csv.writer(f)
-    writer.writerow(RESULT_COLUMNS)
-    writer.writerows(zip(*columns))
+    f.write("\r\n".join([",".join(RESULT_COLUMNS), *lines, ""]))
   return path
+
+
+def csv_field(values: np.ndarray, blank_nan: bool = False) -> list[str]:
+  """The CSV text of a column: str of each value, repr (round-trip) for floats, NaN as ""
+  when blank_nan.
+
+  Each distinct number is formatted once; floats are told apart by bit pattern, so
+  -0.0 keeps its sign.
+  """
+  if values.dtype.kind in "OU":
+    return values.tolist()
+  floats = values.dtype.kind == "f"
+  unique, inverse = np.unique(values.astype(np.float64).view(np.int64) if floats else values,
+                              return_inverse=True)
+  text = ["" if blank_nan and math.isnan(v) else repr(v) for v in
+          unique.view(np.float64).tolist()] if floats else [str(v) for v in unique.tolist()]
+  return np.asarray(text, dtype=object)[inverse.reshape(-1)].tolist()
 
 
 def regime_report(results: dict, success_risk: float, config=None) -> str:
@@ -174,9 +187,10 @@ def save_trajectories(results: dict, workdir: str) -> None:
   arrays = {}
   for key, rows in sweep.group_rows(results).items():
     name = f"{key.plan}_d{key.d}_T{key.steps}_N{key.n_samples}"
+    steps, risk = sweep.risk_paths(results, rows)
     arrays[f"{name}_rows"] = rows
-    arrays[f"{name}_risk"] = np.stack([results["risk_path"][int(i)] for i in rows])
-    arrays[f"{name}_steps"] = results["record_steps"][int(rows[0])]
+    arrays[f"{name}_risk"] = risk
+    arrays[f"{name}_steps"] = steps
   np.savez(os.path.join(workdir, "trajectories.npz"), **arrays)
 
 
@@ -226,7 +240,10 @@ def main(argv):
       table, workdir, lambda d: lj.languages.make(config.language, d, config.letters),
       loss=config.loss, route=config.route, chunk_size=config.chunk_size,
       batch_size=config.batch_size, num_records=config.num_records, max_risk=config.max_risk,
-      quiet=_QUIET.value, process_index=jax.process_index(), process_count=jax.process_count())
+      # Risk paths are 8 bytes per record and row: keep only those the outputs use.
+      path_rows=None if config.save_trajectories else plotting.curve_rows(table, config),
+      progress=common.progress_reporter("configurations", quiet=_QUIET.value),
+      process_index=jax.process_index(), process_count=jax.process_count())
   wall = time.time() - start
   if results is None:
     return

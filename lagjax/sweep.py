@@ -3,11 +3,18 @@
 A sweep is a table of configurations: a plan name, d, the number of steps T,
 the plan's step sizes (eta1, eta2, eta3 or eta), and for finite-sample plans
 the sample size N and a seed. Rows sharing (plan, d, T, N) form a static group
-evaluated by one compiled function vmapped over step sizes and seeds; a group
-is cut into fixed-size chunks, each sharded over the local devices and saved
-atomically under workdir/chunks, so an interrupted sweep resumes where it
-stopped and recomputes nothing finished. With several processes
-(jax.distributed), process p takes the chunks with index ≡ p mod #processes.
+evaluated by one compiled function vmapped over step sizes and seeds (the
+engine: closed form where the plan allows it, else the scan of lj.train). A
+group is cut into fixed-size chunks, each sharded over the local devices and
+kept in a lagjax.chunk_store.ChunkStore, so an interrupted sweep resumes where
+it stopped and recomputes nothing finished. With several processes
+(jax.distributed), process p takes the chunks with index ≡ p mod #processes,
+and process 0 reads the others' chunks after a barrier of the distributed
+runtime. Progress goes to an optional callback; this module prints nothing.
+
+The module is longer than the library's ~300 lines because the table, the engines
+and the sharded chunk runs share one layout (groups, chunks, padded shapes); the
+store is lagjax/chunk_store.py and the rendering of progress is the binary's.
 """
 
 from __future__ import annotations
@@ -15,17 +22,17 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import os
-import sys
-import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import distributed
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from lagjax import closed_form, languages, metrics, plans, validation
+from lagjax import chunk_store, closed_form, languages, metrics, plans, validation
 from lagjax import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import error as error_lib
@@ -33,11 +40,14 @@ from lagjax.risk import resolve_route
 from lagjax.train import choose_partition, make_runner
 
 # Which named step sizes feed each plan's phases, in phase order.
-PLAN_ETAS = {"three_phase": ("eta1", "eta2", "eta3"), "attention_first": ("eta2", "eta3"),
-             "output_only": ("eta",), "attention_only": ("eta",), "joint": ("eta",)}
+# The step-size columns of a sweep table: every name of the plan registry (plans.PLANS),
+# in the results' column order.
 ETA_NAMES = ("eta1", "eta2", "eta3", "eta")
 OUTPUTS = ("final_risk", "error", "margin", "lag_gap", "diverged", "diverged_step")
 MAX_RISK = 1e8
+
+# progress(done, total): configurations finished (computed here or found in the store) so far.
+ProgressFn = Callable[[int, int], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,51 +64,66 @@ def build_table(plan_names, d_list, steps_list, eta_grids: dict, *, n_samples_li
                 seeds=(0,)) -> dict[str, np.ndarray]:
   """The flattened grid: per plan, the product of d, T, N, seed and the plan's own step sizes.
 
-  Step sizes a plan does not use are NaN in its rows. Row order is deterministic.
+  Rows are in itertools.product order (the last factor varies fastest). Step
+  sizes a plan does not use are NaN in its rows.
   """
+  seeds = tuple(seeds) if any(n_samples_list) else (0,)
   columns: dict[str, list] = {k: [] for k in ("plan", "d", "steps", "n_samples", "seed",
                                               *ETA_NAMES)}
   for plan in plan_names:
-    names = PLAN_ETAS[plan]
-    for d, steps, n, seed, *etas in itertools.product(
-        d_list, steps_list, n_samples_list, seeds if any(n_samples_list) else (0,),
-        *(eta_grids[name] for name in names)):
-      columns["plan"].append(plan)
-      columns["d"].append(int(d))
-      columns["steps"].append(int(steps))
-      columns["n_samples"].append(int(n))
-      columns["seed"].append(int(seed))
-      for name in ETA_NAMES:
-        columns[name].append(etas[names.index(name)] if name in names else np.nan)
-  return {k: np.asarray(v) for k, v in columns.items()}
+    names = plans.PLANS[plan].eta_names
+    factors = [np.asarray(d_list, np.int64), np.asarray(steps_list, np.int64),
+               np.asarray(n_samples_list, np.int64), np.asarray(seeds, np.int64),
+               *(np.asarray(eta_grids[name], np.float64) for name in names)]
+    grid = [axis.ravel() for axis in np.meshgrid(*factors, indexing="ij")]
+    size = grid[0].size
+    columns["plan"].append(np.full(size, plan))
+    for name, values in zip(("d", "steps", "n_samples", "seed"), grid):
+      columns[name].append(values)
+    for name in ETA_NAMES:
+      columns[name].append(grid[4 + names.index(name)] if name in names else np.full(size, np.nan))
+  return {k: np.concatenate(v) if v else np.zeros(0) for k, v in columns.items()}
 
 
 def group_rows(table) -> dict[GroupKey, np.ndarray]:
   """Row indices of each static group, groups in order of first appearance."""
-  groups: dict[GroupKey, list] = {}
-  for i in range(table["plan"].shape[0]):
-    key = GroupKey(str(table["plan"][i]), int(table["d"][i]), int(table["steps"][i]),
-                   int(table["n_samples"][i]))
-    groups.setdefault(key, []).append(i)
-  return {k: np.asarray(v) for k, v in groups.items()}
+  names, plan_code = np.unique(table["plan"], return_inverse=True)
+  columns = (plan_code.reshape(-1), table["d"], table["steps"], table["n_samples"])
+  # One integer per row: its key's distinct-value indices read as a mixed-radix number.
+  code = np.zeros(columns[0].size, np.int64)
+  for column in columns:
+    distinct, index = np.unique(column, return_inverse=True)
+    code = code * distinct.size + index.reshape(-1)
+  _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+  inverse = inverse.reshape(-1)
+  rows = np.split(np.argsort(inverse, kind="stable"), np.cumsum(np.bincount(inverse))[:-1])
+  return {GroupKey(str(names[columns[0][first[g]]]), *(int(c[first[g]]) for c in columns[1:])):
+          rows[g] for g in np.argsort(first)}
 
 
 def make_plan(name: str, steps: int, n_samples: int = 0) -> plans.Plan:
   """The named plan with placeholder step sizes (the sweep passes the real ones)."""
   objective = plans.Empirical(n_samples) if n_samples else plans.Population()
-  etas = [1.0] * len(PLAN_ETAS[name])
-  if name == "three_phase":
-    return plans.three_phase(*etas, steps, objectives=(objective,) * 3)
-  return plans.get_plan(name)(*etas, steps, objective=objective)
+  spec = plans.get_plan(name)
+  return spec.build([1.0] * len(spec.step_sizes), steps, objective=objective)
+
+
+class Evaluator(NamedTuple):
+  """evaluate(etas (P,), seed) -> dict of OUTPUTS and "risk_path" (R,) at record_steps (R,)."""
+
+  evaluate: Callable
+  engine: str  # "closed_form" or "steps"
+  record_steps: np.ndarray
 
 
 def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squared",
                    route: str = "auto", num_records: int = 64,
-                   max_risk: float = MAX_RISK) -> tuple[Callable, str]:
-  """evaluate(etas (P,), seed) -> dict of OUTPUTS (+ "risk_path", "record_steps" (R,)), engine.
+                   max_risk: float = MAX_RISK) -> Evaluator:
+  """The evaluator of one static group.
 
   Engine "closed_form" (population plans without joint phases, squared loss):
-  output phases in closed form, O(1) in T. Engine "steps": the scan of lj.train.
+  output phases in closed form, O(1) in T, on the language's tied groups. Engine
+  "steps": the scan of lj.train.
   """
   plan = make_plan(key.plan, key.steps, key.n_samples)
   letter = lang.letters[0]
@@ -111,184 +136,227 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
     error_report, _ = error_lib.best_route(lang, partition)
     # The lag gap is a mean over t: take it over the uniformly spaced records only.
     uniform = closed_form.uniform_records(plan.total_steps, num_records)
+    # Per-token norms from grouped values, ‖expand(x)‖ = ‖√k ⊙ x‖, so that no (R, d)
+    # trajectory is built: the lag metrics see the same distances up to roundoff.
+    root_sizes = np.sqrt(partition.sizes)
 
     def evaluate(etas, seed):
       del seed
       run = trajectory(etas)
-      alpha, beta = partition.expand(run.alpha), partition.expand(run.beta)
-      return _summary(run.risk, error_report(run.params)["error"], alpha, beta, run.steps,
-                      run.diverged, run.diverged_step, letter, uniform)
+      return _summary(run.risk, error_report(run.params)["error"],
+                      partition.expand(run.alpha[-1]), root_sizes * run.alpha[uniform],
+                      root_sizes * run.beta[uniform], run.steps[uniform], run.diverged,
+                      run.diverged_step, letter)
 
-    return evaluate, "closed_form"
+    return Evaluator(evaluate, "closed_form",
+                     closed_form.record_steps(plan.total_steps, num_records))
 
   partition = choose_partition(lang, direct.init_params(lang.d), plan, "auto")
   record_every = max(1, math.ceil(plan.total_steps / num_records))
   runner = make_runner(lang, plan.slots(), partition, num_steps=plan.total_steps, loss=loss,
                        route=route, record_every=record_every, max_risk=max_risk)
-  theta0 = jax.tree_util.tree_map(jnp.asarray, {"alpha": jnp.zeros(partition.num_groups),
-                                                "beta": jnp.zeros(partition.num_groups)})
+  theta0 = {"alpha": jnp.zeros(partition.num_groups), "beta": jnp.zeros(partition.num_groups)}
 
   def evaluate(etas, seed):
     run = runner(theta0, jax.random.key(seed), plan.data(etas=etas))
-    return _summary(run.risk, run.error[-1], run.alpha, run.beta, run.steps, run.diverged,
-                    run.diverged_step, letter)
+    return _summary(run.risk, run.error[-1], run.alpha[-1], run.alpha, run.beta, run.steps,
+                    run.diverged, run.diverged_step, letter)
 
-  return evaluate, "steps"
+  # lj.train records every record_every steps and at T (see lj.train.Run).
+  count = -(-plan.total_steps // record_every) + 1
+  return Evaluator(evaluate, "steps",
+                   np.minimum(np.arange(count) * record_every, plan.total_steps))
 
 
-def _summary(risk, error, alpha, beta, steps, diverged, diverged_step, letter, uniform=None):
-  lag = metrics.lag_metrics(alpha, beta, steps) if uniform is None else metrics.lag_metrics(
-      alpha[uniform], beta[uniform], steps[uniform])
+def _summary(risk, error, final_alpha, alpha_path, beta_path, steps, diverged, diverged_step,
+             letter):
+  """The OUTPUTS of one run from its records (α, β paths in any norm-preserving layout)."""
   return {"final_risk": risk[-1], "error": error,
-          "margin": direct.attention_margin({"alpha": alpha[-1]}, letter),
-          "lag_gap": lag.lag_gap, "diverged": diverged, "diverged_step": diverged_step,
-          "risk_path": risk, "record_steps": steps}
+          "margin": direct.attention_margin({"alpha": final_alpha}, letter),
+          "lag_gap": metrics.lag_metrics(alpha_path, beta_path, steps).lag_gap,
+          "diverged": diverged, "diverged_step": diverged_step, "risk_path": risk}
 
 
 def chunked(evaluate: Callable, batch_size: int, devices) -> Callable:
   """jit of evaluate over a chunk (C, P) of step sizes and (C,) seeds.
 
-  The chunk is laid out (#devices, C/#devices) and sharded on the first axis; on
-  each device lax.map walks it in vmapped batches of batch_size, which keeps the
-  working set in cache (one vmap over thousands of configurations is memory-bound).
+  The chunk is split into #devices contiguous slices, one per device
+  (jax.shard_map); on each device lax.map walks its slice in vmapped batches of
+  batch_size, which keeps the working set in cache (one vmap over thousands of
+  configurations is memory-bound). run(etas, seeds) dispatches the computation and
+  returns a function that waits for it and returns host arrays, so the host work
+  of one chunk overlaps the computation of the next.
   """
   mesh = Mesh(np.asarray(devices), ("devices",))
-  sharding = NamedSharding(mesh, PartitionSpec("devices"))
+  split = PartitionSpec("devices")
 
   def per_device(etas, seeds):
     return jax.lax.map(lambda x: evaluate(*x), (etas, seeds), batch_size=batch_size)
 
-  compiled = jax.jit(jax.vmap(per_device), in_shardings=(sharding, sharding),
-                     out_shardings=sharding)
+  # No collectives inside, so the device-variance typing (check_vma) has nothing to check;
+  # it would reject lj.train's lax.cond, whose idle branch carries the unsharded θ0.
+  compiled = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=split, out_specs=split,
+                                   check_vma=False))
+  sharding = NamedSharding(mesh, split)
 
   def run(etas, seeds):
-    shape = (len(devices), -1)
-    etas = jax.device_put(etas.reshape(*shape, etas.shape[-1]), sharding)
-    seeds = jax.device_put(seeds.reshape(shape), sharding)
-    out = compiled(etas, seeds)
-    return {k: np.asarray(v).reshape(-1, *v.shape[2:]) for k, v in out.items()}
+    out = compiled(jax.device_put(etas, sharding), jax.device_put(seeds, sharding))
+    return lambda: {k: np.asarray(v) for k, v in out.items()}
 
   return run
 
 
-class Progress:
-  """A one-line progress bar on stderr: configurations done, rate and ETA."""
-
-  def __init__(self, total: int, quiet: bool = False, stream=None):
-    self.total, self.quiet, self.stream = total, quiet, stream or sys.stderr
-    self.done, self.computed, self.start = 0, 0, time.time()
-
-  def update(self, count: int, computed: bool = True) -> None:
-    self.done += count
-    self.computed += count if computed else 0
-    if self.quiet:
-      return
-    elapsed = max(time.time() - self.start, 1e-9)
-    rate = self.computed / elapsed
-    remaining = (self.total - self.done) / rate if rate > 0 else float("inf")
-    filled = int(30 * self.done / max(self.total, 1))
-    eta = f"{remaining:6.0f}s" if math.isfinite(remaining) else "     ?"
-    self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
-                      f"configs  {rate:8.1f}/s  ETA {eta}")
-    self.stream.flush()
-
-  def close(self) -> None:
-    if not self.quiet:
-      self.stream.write("\n")
-      self.stream.flush()
-
-
-def save_atomically(path: str, arrays: dict) -> None:
-  """Writes an .npz next to `path` and renames it into place (never a partial file)."""
-  temporary = f"{path}.tmp-{os.getpid()}.npz"
-  np.savez(temporary, **arrays)
-  os.replace(temporary, path)
-
-
-def chunk_path(workdir: str, group: int, chunk: int) -> str:
-  return os.path.join(workdir, "chunks", f"group{group:03d}_chunk{chunk:06d}.npz")
+class _Chunk(NamedTuple):
+  group: int
+  index: int
+  rows: np.ndarray
 
 
 def run_sweep(table: dict, workdir: str, make_language: Callable[[int], languages.Language], *,
               loss: str = "squared", route: str = "auto", chunk_size: int = 4096,
               batch_size: int = 32, num_records: int = 64, max_risk: float = MAX_RISK,
-              quiet: bool = False, process_index: int = 0, process_count: int = 1,
-              devices=None, wait_timeout: float = 3600.0) -> dict | None:
+              path_rows=None, progress: ProgressFn | None = None, process_index: int = 0,
+              process_count: int = 1, devices=None, wait_timeout: float = 3600.0) -> dict | None:
   """Evaluates every row of `table`, persisting each finished chunk under workdir/chunks.
 
-  Returns the results table (the input columns plus OUTPUTS and "engine", and
-  dicts row -> array "risk_path", "record_steps") on process 0, None on the
-  others. Chunks already on disk are loaded, not recomputed.
+  Returns, on process 0 (None on the others), the input columns plus OUTPUTS,
+  "engine" and "group" (the row's index in group_rows(table)) per row;
+  "record_steps", a list with each group's record steps (R_g,); "path_rows"
+  (K,), the sorted rows whose risk path is kept (`path_rows`, default all: a
+  risk path is 8 bytes per record, which dominates the store); and "risk_path"
+  (K, max R_g), their risk at their group's record steps, NaN-padded past R_g
+  (read them with risk_paths). Chunks already in the store are loaded, not
+  recomputed. progress(done, total) is called before the first chunk and after
+  each chunk.
   """
   validation.require_float64("lj.sweep.run_sweep")
   devices = list(devices or jax.local_devices())
-  os.makedirs(os.path.join(workdir, "chunks"), exist_ok=True)
+  store = chunk_store.ChunkStore(workdir)
   groups = group_rows(table)
-  # Chunks are padded to a multiple of devices × batch so every chunk has one shape.
+  # Chunks are padded to a multiple of devices × batch so every chunk of a group has one shape.
   unit = len(devices) * batch_size
   chunk_size = max(unit, chunk_size // unit * unit)
+  chunks = [_Chunk(g, c, rows[start:start + chunk_size]) for g, rows in enumerate(groups.values())
+            for c, start in enumerate(range(0, rows.size, chunk_size))]
+  stored = [store.has(chunk.group, chunk.index) for chunk in chunks]
+  todo = [chunk for i, (chunk, done) in enumerate(zip(chunks, stored))
+          if not done and i % process_count == process_index]
   total = table["plan"].shape[0]
-  progress = Progress(total, quiet)
-  outputs: dict[str, np.ndarray] = {}
-  engines = np.empty(total, dtype=object)
-  chunk_counter = 0
-  pending = []
-  for group_index, (key, rows) in enumerate(groups.items()):
-    names = PLAN_ETAS[key.plan]
-    evaluator = None
-    for chunk_index, start in enumerate(range(0, rows.size, chunk_size)):
-      mine = chunk_counter % process_count == process_index
-      chunk_counter += 1
-      chunk_rows = rows[start:start + chunk_size]
-      path = chunk_path(workdir, group_index, chunk_index)
-      if os.path.exists(path):
-        progress.update(chunk_rows.size, computed=False)
-        continue
-      if not mine:
-        pending.append(path)
-        continue
-      if evaluator is None:
-        lang = make_language(key.d)
-        evaluate, engine = make_evaluator(lang, key, loss=loss, route=route,
-                                          num_records=num_records, max_risk=max_risk)
-        # Step-by-step runs gain nothing from vectorizing on a CPU (measured: 0.3-0.8x of a
-        # loop, BUILD_NOTES.md), so there each device walks its configurations one by one.
-        cpu_steps = engine == "steps" and devices[0].platform == "cpu"
-        evaluator = chunked(evaluate, 1 if cpu_steps else batch_size, devices)
-      padded = np.concatenate([chunk_rows, np.full(chunk_size - chunk_rows.size, chunk_rows[-1])])
-      etas = np.stack([table[name][padded] for name in names], axis=1).astype(np.float64)
-      result = evaluator(etas, table["seed"][padded].astype(np.uint32))
-      result = {k: v[: chunk_rows.size] for k, v in result.items()}
-      result["record_steps"] = result["record_steps"][0]  # the same for the whole group
-      save_atomically(path, dict(result, rows=chunk_rows, engine=np.array(engine)))
-      progress.update(chunk_rows.size)
-  progress.close()
+  keep_path = np.zeros(total, bool)
+  keep_path[slice(None) if path_rows is None else np.asarray(path_rows, np.int64)] = True
+  done = sum(chunk.rows.size for chunk, found in zip(chunks, stored) if found)
+  if progress:
+    progress(done, total)
+  computed = {}
+  for group, group_chunks in itertools.groupby(todo, key=lambda chunk: chunk.group):
+    key, rows = list(groups.items())[group]
+    evaluator = make_evaluator(make_language(key.d), key, loss=loss, route=route,
+                               num_records=num_records, max_risk=max_risk)
+    # Step-by-step runs gain nothing from vectorizing on a CPU (measured: 0.3-0.8x of a
+    # loop, BUILD_NOTES.md), so there each device walks its configurations one by one.
+    cpu_steps = evaluator.engine == "steps" and devices[0].platform == "cpu"
+    run = chunked(evaluator.evaluate, 1 if cpu_steps else batch_size, devices)
+    shape = min(chunk_size, -(-rows.size // unit) * unit)  # a small group is one small chunk
+    names = plans.PLANS[key.plan].eta_names
+    waiting = None
+    for chunk in [*group_chunks, None]:
+      if chunk is not None:  # dispatch this chunk before finishing the previous one
+        padded = np.concatenate([chunk.rows, np.full(shape - chunk.rows.size, chunk.rows[-1])])
+        etas = np.stack([table[name][padded] for name in names], axis=1).astype(np.float64)
+        pending = (chunk, run(etas, table["seed"][padded].astype(np.uint32)))
+      if waiting is not None:
+        finished, wait = waiting
+        result = {k: v[:finished.rows.size] for k, v in wait().items()}
+        kept = keep_path[finished.rows]
+        result.update(rows=finished.rows, engine=np.array(evaluator.engine),
+                      record_steps=evaluator.record_steps, path_rows=finished.rows[kept],
+                      risk_path=result["risk_path"][kept])
+        store.save(finished.group, finished.index, result)
+        computed[finished.group, finished.index] = result
+        done += finished.rows.size
+        if progress:
+          progress(done, total)
+      waiting = pending if chunk is not None else None
+  _wait_for_processes(process_count, wait_timeout)
   if process_index != 0:
     return None
-  _wait_for(pending, wait_timeout)
-  risk_paths, record_steps = {}, {}
-  for group_index, rows in enumerate(groups.values()):
-    for chunk_index in range(math.ceil(rows.size / chunk_size)):
-      with np.load(chunk_path(workdir, group_index, chunk_index)) as chunk:
-        chunk = {name: chunk[name] for name in chunk.files}  # each access re-reads the zip
-      chunk_rows = chunk["rows"]
-      engines[chunk_rows] = str(chunk["engine"])
-      for name in OUTPUTS:
-        if name not in outputs:
-          outputs[name] = np.zeros(total, dtype=chunk[name].dtype)
-        outputs[name][chunk_rows] = chunk[name]
-      risk_paths.update(zip(chunk_rows.tolist(), chunk["risk_path"]))
-      record_steps.update(dict.fromkeys(chunk_rows.tolist(), chunk["record_steps"]))
-  outputs["risk_path"], outputs["record_steps"] = risk_paths, record_steps
-  return dict(table, **outputs, engine=engines)
+  loaded = [computed.get((chunk.group, chunk.index)) or store.load(chunk.group, chunk.index)
+            for chunk in chunks]
+  results = _assemble(table, loaded, [chunk.group for chunk in chunks], len(groups))
+  missing = np.setdiff1d(np.flatnonzero(keep_path), results["path_rows"])
+  if missing.size:
+    raise ValueError(f"the store in {workdir} lacks the risk paths of {missing.size} requested "
+                     f"rows (e.g. row {missing[0]}): it was written with other path_rows.")
+  return results
 
 
-def _wait_for(paths, timeout: float) -> None:
-  """Blocks until every chunk file of the other processes exists."""
-  deadline = time.time() + timeout
-  while any(not os.path.exists(p) for p in paths):
-    if time.time() > deadline:
-      missing = [p for p in paths if not os.path.exists(p)]
-      raise TimeoutError(f"{len(missing)} chunks of other processes never arrived, e.g. "
-                         f"{missing[0]}.")
-    time.sleep(0.2)
+def _assemble(table: dict, chunks: list[dict], chunk_groups: list[int], num_groups: int) -> dict:
+  """The results table from every chunk's arrays (see run_sweep)."""
+  total = table["plan"].shape[0]
+  record_steps = [np.zeros(0, np.int64)] * num_groups
+  for chunk, group in zip(chunks, chunk_groups):
+    record_steps[group] = chunk["record_steps"]
+  outputs = {name: np.zeros(total, chunks[0][name].dtype) for name in OUTPUTS} if chunks else {}
+  outputs.update(engine=np.empty(total, object), group=np.zeros(total, np.int64))
+  for chunk, group in zip(chunks, chunk_groups):
+    rows = chunk["rows"]
+    for name in OUTPUTS:
+      outputs[name][rows] = chunk[name]
+    outputs["engine"][rows] = str(chunk["engine"])
+    outputs["group"][rows] = group
+  # Chunks stored before path_rows existed hold every row's path.
+  path_rows = [chunk.get("path_rows", chunk["rows"]) for chunk in chunks]
+  order = np.argsort(np.concatenate(path_rows or [np.zeros(0, np.int64)]), kind="stable")
+  width = max((steps.size for steps in record_steps), default=0)
+  risk_path = np.full((order.size, width), np.nan)
+  start = 0
+  for chunk, rows in zip(chunks, path_rows):
+    risk_path[start:start + rows.size, :chunk["risk_path"].shape[1]] = chunk["risk_path"]
+    start += rows.size
+  return dict(table, **outputs, record_steps=record_steps,
+              path_rows=np.concatenate(path_rows or [np.zeros(0, np.int64)])[order],
+              risk_path=risk_path[order])
+
+
+def risk_paths(results: dict, rows) -> tuple[np.ndarray, np.ndarray]:
+  """Record steps (R_g,) and risk paths (len(rows), R_g) of rows of one static group.
+
+  Raises:
+    ValueError: if the rows span several groups or a row's path was not kept.
+  """
+  rows = np.asarray(rows, np.int64)
+  groups = np.unique(results["group"][rows])
+  if groups.size != 1:
+    raise ValueError(f"risk_paths needs rows of one static group; got groups {groups.tolist()}.")
+  steps = results["record_steps"][int(groups[0])]
+  position = np.minimum(np.searchsorted(results["path_rows"], rows),
+                        results["path_rows"].size - 1)
+  if results["path_rows"].size == 0 or np.any(results["path_rows"][position] != rows):
+    raise ValueError("some rows' risk paths were not kept (run_sweep's path_rows).")
+  return steps, results["risk_path"][position, :steps.size]
+
+
+_barriers = itertools.count()  # every process runs the same sweeps, so the ids agree
+
+
+def _wait_for_processes(process_count: int, timeout: float) -> None:
+  """Blocks until every process of a jax.distributed run has stored its chunks.
+
+  The barrier of the distributed runtime's coordination service (as JAX's own
+  array serialization uses it), with a timeout; without a runtime client, the
+  device all-gather barrier of multihost_utils.
+  """
+  if process_count == 1:
+    return
+  name = f"lagjax_sweep_{next(_barriers)}"
+  client = distributed.global_state.client
+  if client is None:
+    multihost_utils.sync_global_devices(name)
+    return
+  try:
+    client.wait_at_barrier(name, timeout_in_ms=int(timeout * 1000))
+  except jax.errors.JaxRuntimeError as error:
+    if "DEADLINE_EXCEEDED" not in str(error):
+      raise
+    raise TimeoutError(f"the other processes did not store their chunks within {timeout:g} s "
+                       f"(wait_timeout).") from error

@@ -1,6 +1,8 @@
 """Sweeps: determinism across chunking and devices, divergence isolation, resume, validation."""
 
 import csv
+import io
+import logging
 import os
 import signal
 import subprocess
@@ -11,6 +13,7 @@ import numpy as np
 import pytest
 
 import lagjax as lj
+from experiments import common
 from experiments import sweep as sweep_binary
 from experiments.configs import phase_diagram
 from lagjax import sweep
@@ -35,8 +38,10 @@ def small_table():
 def reference(tmp_path_factory):
   """One sweep with chunks of 8 configurations (the baseline of the comparisons)."""
   workdir = str(tmp_path_factory.mktemp("reference"))
-  return sweep.run_sweep(small_table(), workdir, make_language, chunk_size=8, batch_size=4,
-                         num_records=8, quiet=True)
+  calls = []
+  results = sweep.run_sweep(small_table(), workdir, make_language, chunk_size=8, batch_size=4,
+                            num_records=8, progress=lambda *call: calls.append(call))
+  return dict(results, workdir=workdir, progress_calls=calls)
 
 
 def test_table_has_one_row_per_configuration(reference):
@@ -50,13 +55,22 @@ def test_independent_of_chunk_size(reference, tmp_path):
   # only float64 roundoff of differently vectorized loops may differ (< 1e-12).
   # A diverged run grows like |1 - ηλ|^t and amplifies that roundoff before it is
   # frozen, so for those rows the status and the step of divergence must agree.
+  kept = np.array([2, 17])  # one closed-form row, one step-by-step row
   other = sweep.run_sweep(small_table(), str(tmp_path), make_language, chunk_size=32,
-                          batch_size=8, num_records=8, quiet=True)
+                          batch_size=8, num_records=8, path_rows=kept)
   np.testing.assert_array_equal(other["diverged"], reference["diverged"])
   np.testing.assert_array_equal(other["diverged_step"], reference["diverged_step"])
   stable = ~reference["diverged"]
   for name in ("final_risk", "error", "margin", "lag_gap"):
     np.testing.assert_allclose(other[name][stable], reference[name][stable], rtol=0, atol=1e-12)
+  # Only the requested risk paths are kept; a resume that asks for more says so.
+  np.testing.assert_array_equal(other["path_rows"], kept)
+  for row in kept:
+    np.testing.assert_allclose(sweep.risk_paths(other, [row])[1],
+                               sweep.risk_paths(reference, [row])[1], rtol=0, atol=1e-12)
+  with pytest.raises(ValueError, match="lacks the risk paths of 17 requested rows"):
+    sweep.run_sweep(small_table(), str(tmp_path), make_language, chunk_size=32, batch_size=8,
+                    num_records=8)
 
 
 def test_matches_single_configuration_runs(reference):
@@ -227,13 +241,49 @@ def test_grid_validation_names_the_field(change, message):
     sweep_binary.validate(config)
 
 
-def test_progress_reports_rate_and_eta(capsys):
-  progress = sweep.Progress(10, stream=sys.stdout)
-  progress.update(4)
-  progress.close()
-  out = capsys.readouterr().out
-  assert "4/10 configs" in out and "ETA" in out
-  quiet = sweep.Progress(10, quiet=True, stream=sys.stdout)
-  quiet.update(10)
-  assert capsys.readouterr().out == ""
+def test_progress_goes_to_the_callback_and_a_resumed_sweep_computes_nothing(reference):
+  """progress(done, total) after each chunk of 8 (16 three-phase rows, 3 joint rows)."""
+  assert reference["progress_calls"] == [(0, 19), (8, 19), (16, 19), (19, 19)]
+  calls = []
+  again = sweep.run_sweep(small_table(), reference["workdir"], make_language, chunk_size=8,
+                          batch_size=4, num_records=8, progress=lambda *call: calls.append(call))
+  assert calls == [(19, 19)]  # every chunk was found in the store
+  for name in (*sweep.OUTPUTS, "risk_path"):
+    np.testing.assert_array_equal(again[name], reference[name])
 
+
+def test_risk_paths_are_one_array_padded_per_group(reference):
+  """Rows of the closed-form and step groups share one (rows, R) array, NaN past each R_g."""
+  np.testing.assert_array_equal(reference["path_rows"], np.arange(19))
+  for group, steps in enumerate(reference["record_steps"]):
+    rows = np.flatnonzero(reference["group"] == group)
+    plan = sweep.make_plan(str(reference["plan"][rows[0]]), STEPS)
+    assert steps[0] == 0 and steps[-1] == plan.total_steps
+    assert np.all(np.isnan(reference["risk_path"][rows, steps.size:]))
+    record_steps, risk = sweep.risk_paths(reference, rows)
+    np.testing.assert_array_equal(record_steps, steps)
+    assert np.all(np.isfinite(risk))
+    np.testing.assert_array_equal(risk[:, -1], reference["final_risk"][rows])
+  with pytest.raises(ValueError, match="one static group"):
+    sweep.risk_paths(reference, [0, 18])
+
+
+class _Terminal(io.StringIO):
+  def isatty(self):
+    return True
+
+
+def test_binary_renders_progress_as_a_bar_or_log_lines(caplog):
+  terminal = _Terminal()
+  bar = common.progress_reporter("configs", stream=terminal)
+  for done in (4, 8, 10):
+    bar(done, 10)
+  assert "10/10" in terminal.getvalue()
+  with caplog.at_level(logging.INFO, logger="absl"):
+    lines = common.progress_reporter("configs", quiet=True, stream=terminal)
+    for done in (0, 4, 5, 10):
+      lines(done, 10)
+  messages = [record.getMessage() for record in caplog.records]
+  assert [m.split(" (")[0] for m in messages] == ["0/10 configs", "4/10 configs",
+                                                  "5/10 configs", "10/10 configs"]
+  assert "ETA" in messages[1]
