@@ -152,7 +152,7 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
                  ("cross-entropy" if row["task"] == "icl_bigram" else "squared"))
   lines += ["", "## Task settings", "",
             "| task | optimizer | T | η grid | model | lengths |", "|---|---|---|---|---|---|"]
-  for name in config.tasks:
+  for name in lengths:  # the tasks run so far
     s = config.task_settings[name]
     if name == "slr":
       model = f"SLR (κ, ν), m = {config.width}"
