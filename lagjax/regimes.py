@@ -25,6 +25,10 @@ Everything runs in one compiled function per static structure (length-law
 type, #groups, #supports, CLS): the language enters through traced arrays
 (group masses, sizes, the length law's parameters), so new d, ε or η3 do not
 retrace, and the tied cost does not grow with d.
+
+(Longer than the library's ~300 lines: the one-coordinate law, the bisected
+boundary, the phase-3 conditions and the KQV attention step share one compiled
+analysis, its validation and its return type.)
 """
 
 from __future__ import annotations
