@@ -69,8 +69,11 @@ def validate(config) -> None:
   for name in config.languages:
     validation.check_choice("config.languages entries", name, tuple(LETTERS))
   scaling.check_epsilon(config.epsilon)
-  for field in ("lag_d", "sample_d"):
+  for field in ("lag_d", "sample_d", "regime_d_range"):
     _check_ints(f"config.{field} (alphabet sizes d)", getattr(config, field), 2)
+  if len(config.regime_d_range) != 2 or config.regime_d_range[0] > config.regime_d_range[1]:
+    raise ValueError(f"config.regime_d_range must be (d_min, d_max) with d_min <= d_max; got "
+                     f"{tuple(config.regime_d_range)}.")
   for kappa in config.kappas:
     validation.check_real("config.kappas entries (κ = η/η_max)", kappa, minimum=0.0,
                           strict=True, maximum=1.0, strict_max=True)
@@ -93,7 +96,7 @@ def validate(config) -> None:
     validation.check_positive(f"config.{field}", getattr(config, field))
   validation.check_int("config.steps (T of phase 3)", config.steps, 1)
   for name in config.languages if {"lag", "regimes"} & set(config.parts) else ():
-    for d in (*config.lag_d, 8, 1024):
+    for d in (*config.lag_d, *config.regime_d_range):
       make_language(name, d)       # e.g. OR and AND need d >= 3
   for d in config.sample_d:
     make_language("occurrence", d)
@@ -105,9 +108,10 @@ def validate(config) -> None:
 
 
 def regime_d_grid(config) -> np.ndarray:
-  """d = 8·2^(k/regime_d_per_octave) rounded, up to 1024 (includes the powers of 2)."""
-  octaves = np.arange(0, 7 * config.regime_d_per_octave + 1) / config.regime_d_per_octave
-  return np.unique(np.round(8 * 2.0**octaves).astype(int))
+  """d = d_min·2^(k/regime_d_per_octave) rounded, up to d_max (regime_d_range)."""
+  low, high = config.regime_d_range
+  octaves = np.arange(0, math.floor(math.log2(high / low) * config.regime_d_per_octave + 1e-9) + 1)
+  return np.unique(np.round(low * 2.0 ** (octaves / config.regime_d_per_octave)).astype(int))
 
 
 def joint_part(config, log):

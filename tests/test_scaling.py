@@ -230,3 +230,37 @@ def test_library_rejects_bad_epsilon_and_d():
     scaling.make_joint_gd(lj.occurrence(8), epsilon=0.7, max_steps=10)
   with pytest.raises(ValueError, match="alphabet size d"):
     lj.occurrence(1)
+
+
+def test_binary_smoke(tmp_path):
+  """experiments.scaling with a tiny config writes every file, with the issue's columns."""
+  import csv
+  import os
+  import subprocess
+  import sys
+
+  args = [sys.executable, "-m", "experiments.scaling", "--config",
+          "experiments/configs/scaling.py", f"--workdir={tmp_path}",
+          "--config.languages=('occurrence',)", "--config.lag_d=(8,)", "--config.kappas=(0.5,)",
+          "--config.max_steps=2000", "--config.bisection_max_steps=2000",
+          "--config.bisection_iterations=2", "--config.regime_d_range=(8,8)",
+          "--config.regime_eta_points=3", "--config.regime_max_steps=300",
+          "--config.sample_d=(8,)", "--config.sample_c=(0.125,4.0)", "--config.num_seeds=4",
+          "--config.bootstrap=100", "--config.error_samples=2000"]
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  done = subprocess.run(args, cwd=repo, env=dict(os.environ, JAX_PLATFORMS="cpu"),
+                        capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stdout + done.stderr
+  for name in ("joint_lag.csv", "eta_max.csv", "joint_lag.png", "joint_regimes.csv",
+               "joint_regimes.png", "sample_complexity.csv", "sample_curves.csv",
+               "sample_complexity.png", "scaling.md", "timing.json"):
+    assert (tmp_path / name).exists(), name
+  with open(tmp_path / "joint_lag.csv") as f:
+    rows = list(csv.DictReader(f))
+  assert list(rows[0])[:9] == ["language", "d", "kappa", "eta", "tau_eps", "t_half_alpha",
+                               "t_half_beta", "ratio", "lag_gap"]
+  assert rows[0]["status"] == "reached" and int(rows[0]["tau_eps"]) > 0
+  with open(tmp_path / "sample_complexity.csv") as f:
+    header = next(csv.reader(f))
+  assert header == ["d", "n_star_50", "n_star_50_lo", "n_star_50_hi", "n_star_90",
+                    "n_star_90_lo", "n_star_90_hi"]

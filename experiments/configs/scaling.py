@@ -27,6 +27,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.bisection_start = 1.0         # first η tried by the bracketing
   config.bisection_iterations = 7      # final bracket ratio 2^(2^-7) < 1.006
   # Regime diagram.
+  config.regime_d_range = (8, 1024)
   config.regime_d_per_octave = 2       # d = 8·2^(k/2) up to 1024: 15 values
   config.regime_eta_points = 64
   config.regime_eta_fractions = (3e-3, 2.0)  # η / (2/λ_max), log-spaced
