@@ -36,8 +36,7 @@ class LagMetrics(NamedTuple):
 
 def relative_progress(trajectory) -> jnp.ndarray:
   """r(t) = ‖x_t - x_0‖ / max_s ‖x_s - x_0‖ for a trajectory (T+1, ...); 0 if it never moves."""
-  flat = trajectory.reshape(trajectory.shape[0], -1)
-  distance = jnp.linalg.norm(flat - flat[0], axis=-1)
+  distance = _distance(trajectory)
   largest = distance.max()
   return jnp.where(largest > 0, distance / jnp.where(largest > 0, largest, 1.0), 0.0)
 
@@ -52,21 +51,21 @@ def lag_metrics(alpha, beta, steps=None) -> LagMetrics:
   """Lag metrics from recorded α_t (T+1, d), β_t (T+1, d) at recorded steps (default 0…T)."""
   steps = jnp.arange(alpha.shape[0]) if steps is None else jnp.asarray(steps)
   r_alpha, r_beta = relative_progress(alpha), relative_progress(beta)
-  t_alpha, t_beta = half_time(r_alpha, steps), half_time(r_beta, steps)
-  ratio = jnp.where((t_alpha > 0) & (t_beta > 0), t_alpha / jnp.maximum(t_beta, 1), -1.0)
+  t_alpha, t_beta, ratio = _half_times(r_alpha, r_beta, steps)
   return LagMetrics(r_alpha, r_beta, jnp.mean(r_beta - r_alpha), t_alpha, t_beta, ratio)
 
 
-class HorizonFreeLag(NamedTuple):
-  """Lag metrics relative to the state at τ_ε (docs/theory.md section 6b); -1 where undefined."""
+def _half_times(r_alpha, r_beta, steps):
+  """(t_α^{1/2}, t_β^{1/2}, their ratio); the ratio is -1 unless both are > 0."""
+  t_alpha, t_beta = half_time(r_alpha, steps), half_time(r_beta, steps)
+  ratio = jnp.where((t_alpha > 0) & (t_beta > 0), t_alpha / jnp.maximum(t_beta, 1), -1.0)
+  return t_alpha, t_beta, ratio
 
-  tau_eps: jnp.ndarray
-  r_alpha: jnp.ndarray
-  r_beta: jnp.ndarray
-  lag_gap: jnp.ndarray
-  half_time_alpha: jnp.ndarray
-  half_time_beta: jnp.ndarray
-  half_time_ratio: jnp.ndarray
+
+# Lag metrics relative to the state at τ_ε (docs/theory.md section 6b): the fields of
+# LagMetrics and τ_ε; -1 where undefined.
+HorizonFreeLag = NamedTuple("HorizonFreeLag",
+                            [*LagMetrics.__annotations__.items(), ("tau_eps", jnp.ndarray)])
 
 
 def first_step_at_most(risk, epsilon, steps=None) -> jnp.ndarray:
@@ -76,7 +75,7 @@ def first_step_at_most(risk, epsilon, steps=None) -> jnp.ndarray:
   return jnp.where(reached.any(), steps[jnp.argmax(reached)], -1)
 
 
-def _distance(trajectory, weights):
+def _distance(trajectory, weights=None):
   """‖x_t - x_0‖ per record; weights w_g (G,) give sqrt(Σ_g w_g (x_tg - x_0g)²), the
   per-token norm of grouped parameters when w_g is the group size."""
   flat = trajectory.reshape(trajectory.shape[0], -1)
@@ -112,10 +111,9 @@ def horizon_free_lag(alpha, beta, risk, epsilon, steps=None, weights=None) -> Ho
     return jnp.where(moved & until, distance / jnp.where(moved, scale, 1.0), 0.0)
 
   r_alpha, r_beta = progress(alpha), progress(beta)
-  t_alpha = jnp.where(reached, half_time(jnp.where(until, r_alpha, 0.0), steps), -1)
-  t_beta = jnp.where(reached, half_time(jnp.where(until, r_beta, 0.0), steps), -1)
-  ratio = jnp.where((t_alpha > 0) & (t_beta > 0), t_alpha / jnp.maximum(t_beta, 1), -1.0)
+  # r is 0 after τ_ε and when ε is never reached, so the half-times are those up to τ_ε or -1.
+  t_alpha, t_beta, ratio = _half_times(r_alpha, r_beta, steps)
   count = jnp.maximum(until.sum(), 1)
   gap = jnp.where(reached, jnp.sum(jnp.where(until, r_beta - r_alpha, 0.0)) / count, jnp.nan)
-  return HorizonFreeLag(tau, r_alpha, r_beta, gap, t_alpha, t_beta, ratio)
+  return HorizonFreeLag(r_alpha, r_beta, gap, t_alpha, t_beta, ratio, tau)
 
