@@ -30,16 +30,39 @@ MEMORY_PER_BATCH = 2**29   # bytes of count vectors held per vmapped batch of se
 GRAM_BLOCK = 256           # rows of W per block of the Gram matrix
 
 
-def forward_linear(params, counts):
-  """f_θ(c) = Σ_σ c_σ u_σ β_σ / Σ_σ c_σ u_σ with u = e^{α - max α} (docs/theory.md §2).
+CLUSTER_GAP = 600.0   # e^-600 ≈ 1e-261: below float64 resolution relative to e^0
 
-  Two matrix-vector products and no exponential per entry, so O(N d) cheap. Equal
-  to model.forward_counts while the score spread max α - min α stays below ~700
-  (u > 0 in float64); beyond, a string of only underflowed tokens gives NaN, which
-  callers count as a failure.
+
+def _scales(alpha, counts):
+  """Per-string token scales u_iσ = e^{α_σ - m_i} as two shared vectors and a row choice.
+
+  Scores split into a top cluster (α >= max α - CLUSTER_GAP) and the rest. A string with
+  a top token uses u_top = e^{α - max α} on the top tokens (the rest weigh < e^-600
+  relative, nothing in float64); a string without one uses u_rest = e^{α - max α_rest}
+  on the rest. So no exponential is taken per entry, and score spreads up to
+  CLUSTER_GAP within each cluster are exact; beyond, a string of underflowed tokens
+  only gives NaN, which callers count as a failure.
+
+  Returns:
+    (u_top (d,), u_rest (d,), has_top (N,) bool).
   """
-  u = jnp.exp(params["alpha"] - jnp.max(params["alpha"]))
-  return (counts @ (u * params["beta"])) / (counts @ u)
+  top = alpha >= jnp.max(alpha) - CLUSTER_GAP
+  u_top = jnp.where(top, jnp.exp(alpha - jnp.max(alpha)), 0.0)
+  rest_max = jnp.max(jnp.where(top, -jnp.inf, alpha))
+  u_rest = jnp.where(top, 0.0, jnp.exp(jnp.where(top, 0.0, alpha - rest_max)))
+  return u_top, u_rest, (counts @ top.astype(counts.dtype)) > 0
+
+
+def forward_linear(params, counts):
+  """f_θ(c) = Σ_σ c_σ u_σ β_σ / Σ_σ c_σ u_σ with the scales of `_scales` (docs/theory.md §2).
+
+  Four matrix-vector products and no exponential per entry, so O(N d) cheap; equal to
+  model.forward_counts up to roundoff (see `_scales` for the score-spread condition).
+  """
+  u_top, u_rest, has_top = _scales(params["alpha"], counts)
+  beta = params["beta"]
+  numerator = jnp.where(has_top, counts @ (u_top * beta), counts @ (u_rest * beta))
+  return numerator / jnp.where(has_top, counts @ u_top, counts @ u_rest)
 
 
 def empirical_risk(params, counts, labels, weights):
@@ -50,7 +73,8 @@ def empirical_risk(params, counts, labels, weights):
 
 def attention_masses(alpha, counts):
   """W_iσ = c_iσ u_σ / Σ_τ c_iτ u_τ, the attention mass of token type σ in string i."""
-  weighted = counts * jnp.exp(alpha - jnp.max(alpha))
+  u_top, u_rest, has_top = _scales(alpha, counts)
+  weighted = counts * jnp.where(has_top[:, None], u_top, u_rest)
   return weighted / weighted.sum(-1, keepdims=True)
 
 
