@@ -330,6 +330,8 @@ def rate_models(config, rows, replicates):
   """Fits of N*_50 and N*_90 by each rate model, with bootstrap intervals of C and p."""
   d = np.asarray([r["d"] for r in rows], float)
   results = []
+  if d.size < 3:   # two parameters and a residual need three alphabet sizes
+    return results
   for level in (50, 90):
     estimate = np.asarray([r[f"n_star_{level}"] for r in rows])
     if not np.all(np.isfinite(estimate) & (estimate > 0)):
