@@ -426,8 +426,9 @@ def summary(config, timing, eta_rows, lag_rows, fits, regime_rows, sample_rows, 
     lines.append("")
   if sample_rows:
     lines += ["## Finite-sample rate: N*_50, N*_90 (95% bootstrap intervals over seeds)", "",
-              common.markdown_table(sample_rows), "## Rate models", "",
-              common.markdown_table(models)]
+              common.markdown_table(sample_rows)]
+  if models:
+    lines += ["## Rate models", "", common.markdown_table(models)]
   return "\n".join(lines)
 
 
