@@ -1,10 +1,21 @@
-"""Attention-lag metrics of a trajectory θ_t (docs/theory.md section 6).
+"""Attention-lag metrics of a trajectory θ_t (docs/theory.md sections 6 and 6b).
+
+Run-normalised metric (section 6; `lag_metrics`, used by Table 1):
 
     r_α(t) = ‖α_t - α_0‖ / max_s ‖α_s - α_0‖,   r_β(t) likewise.
 
-The lag gap mean_t (r_β(t) - r_α(t)) is positive when attention lags the output
-layer. Half-progress times are the first recorded steps with r >= 1/2; a group
-that never moves has r ≡ 0 and half-progress time -1 (and the ratio is -1).
+It depends on the horizon T, since the largest move within the run sets the scale.
+
+Horizon-free metric (section 6b; `horizon_free_lag`): τ_ε is the first step with
+risk <= ε, and progress is measured against the state at τ_ε,
+
+    r_α(t) = ‖α_t - α_0‖ / ‖α_{τ_ε} - α_0‖,   r_β(t) likewise,
+
+which does not change when the run is continued past τ_ε.
+
+In both, the lag gap mean_t (r_β(t) - r_α(t)) is positive when attention lags the
+output layer. Half-progress times are the first recorded steps with r >= 1/2; a
+group that never moves has r ≡ 0 and half-progress time -1 (and the ratio is -1).
 """
 
 from __future__ import annotations
@@ -25,8 +36,7 @@ class LagMetrics(NamedTuple):
 
 def relative_progress(trajectory) -> jnp.ndarray:
   """r(t) = ‖x_t - x_0‖ / max_s ‖x_s - x_0‖ for a trajectory (T+1, ...); 0 if it never moves."""
-  flat = trajectory.reshape(trajectory.shape[0], -1)
-  distance = jnp.linalg.norm(flat - flat[0], axis=-1)
+  distance = _distance(trajectory)
   largest = distance.max()
   return jnp.where(largest > 0, distance / jnp.where(largest > 0, largest, 1.0), 0.0)
 
@@ -41,6 +51,69 @@ def lag_metrics(alpha, beta, steps=None) -> LagMetrics:
   """Lag metrics from recorded α_t (T+1, d), β_t (T+1, d) at recorded steps (default 0…T)."""
   steps = jnp.arange(alpha.shape[0]) if steps is None else jnp.asarray(steps)
   r_alpha, r_beta = relative_progress(alpha), relative_progress(beta)
+  t_alpha, t_beta, ratio = _half_times(r_alpha, r_beta, steps)
+  return LagMetrics(r_alpha, r_beta, jnp.mean(r_beta - r_alpha), t_alpha, t_beta, ratio)
+
+
+def _half_times(r_alpha, r_beta, steps):
+  """(t_α^{1/2}, t_β^{1/2}, their ratio); the ratio is -1 unless both are > 0."""
   t_alpha, t_beta = half_time(r_alpha, steps), half_time(r_beta, steps)
   ratio = jnp.where((t_alpha > 0) & (t_beta > 0), t_alpha / jnp.maximum(t_beta, 1), -1.0)
-  return LagMetrics(r_alpha, r_beta, jnp.mean(r_beta - r_alpha), t_alpha, t_beta, ratio)
+  return t_alpha, t_beta, ratio
+
+
+# Lag metrics relative to the state at τ_ε (docs/theory.md section 6b): the fields of
+# LagMetrics and τ_ε; -1 where undefined.
+HorizonFreeLag = NamedTuple("HorizonFreeLag",
+                            [*LagMetrics.__annotations__.items(), ("tau_eps", jnp.ndarray)])
+
+
+def first_step_at_most(risk, epsilon, steps=None) -> jnp.ndarray:
+  """τ_ε: the first recorded step with risk <= ε, or -1 if there is none (NaN never counts)."""
+  steps = jnp.arange(risk.shape[0]) if steps is None else jnp.asarray(steps)
+  reached = risk <= epsilon
+  return jnp.where(reached.any(), steps[jnp.argmax(reached)], -1)
+
+
+def _distance(trajectory, weights=None):
+  """‖x_t - x_0‖ per record; weights w_g (G,) give sqrt(Σ_g w_g (x_tg - x_0g)²), the
+  per-token norm of grouped parameters when w_g is the group size."""
+  flat = trajectory.reshape(trajectory.shape[0], -1)
+  moved = (flat - flat[0]) ** 2
+  return jnp.sqrt(moved.sum(-1) if weights is None else moved @ jnp.asarray(weights))
+
+
+def horizon_free_lag(alpha, beta, risk, epsilon, steps=None, weights=None) -> HorizonFreeLag:
+  """Lag metrics of docs/theory.md section 6b from records taken at `steps` (default 0…T).
+
+  Args:
+    alpha, beta: recorded parameters (R, G); risk: (R,) risk at the same records.
+    epsilon: the risk level ε that defines τ_ε.
+    steps: recorded steps (R,); half-times are exact steps when every step is recorded.
+    weights: optional per-coordinate weights of the norm (group sizes for tied runs).
+
+  Returns:
+    HorizonFreeLag. Progress is normalised by the move up to τ_ε; the lag gap is the
+    mean of r_β - r_α over the records up to τ_ε. When the risk never reaches ε, the
+    times and the ratio are -1, r ≡ 0 and the lag gap is NaN; a group that has not
+    moved by τ_ε has r ≡ 0.
+  """
+  steps = jnp.arange(alpha.shape[0]) if steps is None else jnp.asarray(steps)
+  tau = first_step_at_most(risk, epsilon, steps)
+  reached = tau >= 0
+  until = reached & (steps <= tau)
+  index = jnp.argmax(steps == tau)
+
+  def progress(trajectory):
+    distance = _distance(trajectory, weights)
+    scale = distance[index]
+    moved = reached & (scale > 0)
+    return jnp.where(moved & until, distance / jnp.where(moved, scale, 1.0), 0.0)
+
+  r_alpha, r_beta = progress(alpha), progress(beta)
+  # r is 0 after τ_ε and when ε is never reached, so the half-times are those up to τ_ε or -1.
+  t_alpha, t_beta, ratio = _half_times(r_alpha, r_beta, steps)
+  count = jnp.maximum(until.sum(), 1)
+  gap = jnp.where(reached, jnp.sum(jnp.where(until, r_beta - r_alpha, 0.0)) / count, jnp.nan)
+  return HorizonFreeLag(r_alpha, r_beta, gap, t_alpha, t_beta, ratio, tau)
+

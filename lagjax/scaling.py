@@ -1,0 +1,242 @@
+"""Exact joint gradient descent on tied groups, fast, and its outcome classes (docs/theory.md §9).
+
+From θ0 = 0 on an occurrence-family language with uniform π, joint GD keeps the
+tie on the groups of `partition.of_language` (docs/theory.md §3b), so a run is a
+walk in 2G numbers (G = 2 for occurrence and OR, 3 for AND) whatever d is. Each
+step evaluates the Laplace risk of docs/theory.md §3a and its gradient once, and
+steps with the per-token gradient (tied gradient / group size).
+
+`make_joint_gd` builds run(η) that stops at τ_ε (the first step with R(θ_t) <= ε,
+docs/theory.md §6b), at divergence, or at the step cap, and optionally records
+R(θ_t), α_t, β_t at every step so that half-times are exact steps. `outcome`
+sorts a run into the classes of the joint-GD regime diagram, `eta_max` finds by
+bisection the largest η that reaches ε within the cap, and `edge_of_stability`
+gives 2/λ_max of the Hessian at θ0 in the per-token metric, the classical
+stability limit, for comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lagjax import languages, validation
+from lagjax import partition as partition_lib
+from lagjax.risk import laplace
+
+MAX_RISK = 1e8
+CHUNK = 512
+OUTCOMES = ("reaches", "trapped_reversed", "stalled", "diverged")
+
+
+class JointRun(NamedTuple):
+  """One run of exact tied joint GD from θ0 = 0 (grouped parameters, per-token step).
+
+  Attributes:
+    tau_eps: first step t with R(θ_t) <= ε, -1 if none before the stop.
+    diverged: whether a step produced a non-finite or huge risk or parameters;
+      diverged_step: the step t at which (-1 if not).
+    steps_run: the last step t whose state was evaluated (the run stops at τ_ε,
+      divergence or the cap).
+    risk: R at that last state; alpha, beta: that state (G,); margin:
+      min over letter groups of α_letter - α_rest there (< 0: attention reversed).
+    record_risk, record_alpha, record_beta: R(θ_t), α_t, β_t for t = 0…max_steps
+      (NaN after the stop), or None when the run does not record.
+  """
+
+  tau_eps: jax.Array
+  diverged: jax.Array
+  diverged_step: jax.Array
+  steps_run: jax.Array
+  risk: jax.Array
+  alpha: jax.Array
+  beta: jax.Array
+  margin: jax.Array
+  record_risk: jax.Array | None = None
+  record_alpha: jax.Array | None = None
+  record_beta: jax.Array | None = None
+
+
+def check_language(lang) -> languages.Language:
+  """A Language with uniform π, for which tied joint GD from zero is exact."""
+  if not isinstance(lang, languages.Language):
+    raise ValueError(f"lang must be a lj.Language (lj.occurrence, lj.any_of, lj.all_of); got "
+                     f"{type(lang).__name__}.")
+  if np.ptp(lang.pi_array) != 0:
+    raise ValueError("tied joint GD needs the uniform token law π (each group's tokens "
+                     "interchangeable); got a non-uniform π.")
+  return lang
+
+
+def _letter_and_rest_groups(partition: partition_lib.Partition, lang) -> tuple[list[int], int]:
+  letters = [g for g, block in enumerate(partition.blocks) if set(block) <= set(lang.letters)]
+  rest = next(g for g, block in enumerate(partition.blocks) if not set(block) & set(lang.letters))
+  return letters, rest
+
+
+def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
+                  record: bool = True, stop_at_epsilon: bool = True, chunk: int = CHUNK,
+                  max_risk: float = MAX_RISK):
+  """Builds run(η) -> JointRun: exact joint GD from θ0 = 0 until τ_ε, divergence or the cap.
+
+  Args:
+    lang: an occurrence-family language with uniform π.
+    epsilon: the risk level ε of τ_ε, in (0, R(0)) = (0, ½).
+    max_steps: the step cap (the largest; run(η, cap) may stop earlier at a traced cap).
+    record: whether to record R(θ_t), α_t, β_t at every step t = 0…max_steps.
+    stop_at_epsilon: whether the run stops at τ_ε (False: it runs on to the cap, as
+      a fixed-horizon run does; τ_ε is still reported).
+    chunk: steps per scan between stop checks (the run may compute up to chunk - 1
+      steps past its stop; those do not change the reported stop state).
+    max_risk: a risk above this marks the run diverged.
+
+  Returns:
+    run(eta, cap=max_steps), jittable and vmappable over η; one compiled function
+    serves every η and every cap <= max_steps.
+  """
+  validation.require_float64("lj.scaling.make_joint_gd")
+  check_language(lang)
+  epsilon = check_epsilon(epsilon)
+  max_steps = validation.check_int("max_steps", max_steps, 1)
+  chunk = validation.check_int("chunk", chunk, 1)
+  partition = partition_lib.of_language(lang)
+  value_and_grad = jax.value_and_grad(laplace.build(lang, partition).risk)
+  sizes = jnp.asarray(partition.sizes)
+  groups = partition.num_groups
+  letters, rest = _letter_and_rest_groups(partition, lang)
+  num_chunks = -(-(max_steps + 1) // chunk)
+  length = num_chunks * chunk
+
+  def margin(alpha):
+    return jnp.min(alpha[jnp.asarray(letters)]) - alpha[rest]
+
+  def run(eta, cap=max_steps):
+    cap = jnp.minimum(cap, max_steps)
+
+    def step(carry, t):
+      params, risk, tau, diverged, diverged_step, last = carry
+      value, grads = value_and_grad(params)                       # R(θ_t) and its gradient
+      new = {k: params[k] - eta * grads[k] / sizes for k in params}
+      live = (t <= cap) & ~diverged & ((tau < 0) | (not stop_at_epsilon))
+      finite = jnp.isfinite(value) & (value <= max_risk) & jnp.all(
+          jnp.isfinite(new["alpha"])) & jnp.all(jnp.isfinite(new["beta"]))
+      bad = live & ~finite
+      reached = live & finite & (value <= epsilon) & (tau < 0)
+      # θ_{t+1} is taken only below the cap and before the stop.
+      advance = live & finite & ~(reached & stop_at_epsilon) & (t < cap)
+      out = jax.tree_util.tree_map(lambda a, b: jnp.where(advance, a, b), new, params)
+      carry = (out, jnp.where(live & finite, value, risk), jnp.where(reached, t, tau),
+               diverged | bad, jnp.where(bad, t, diverged_step),
+               jnp.where(live & finite, t, last))
+      recorded = (jnp.where(live & finite, value, jnp.nan),
+                  jnp.where(live & finite, params["alpha"], jnp.nan),
+                  jnp.where(live & finite, params["beta"], jnp.nan))
+      return carry, recorded if record else None
+
+    def body(state):
+      index, carry, buffers = state
+      carry, recorded = jax.lax.scan(step, carry, index * chunk + jnp.arange(chunk))
+      if record:
+        buffers = tuple(jax.lax.dynamic_update_slice_in_dim(b, r, index * chunk, 0)
+                        for b, r in zip(buffers, recorded))
+      return index + 1, carry, buffers
+
+    def cond(state):
+      index, carry, _ = state
+      running = (carry[2] < 0) | (not stop_at_epsilon)
+      return (index < num_chunks) & (index * chunk <= cap) & running & ~carry[3]
+
+    zero = {"alpha": jnp.zeros(groups), "beta": jnp.zeros(groups)}
+    carry = (zero, jnp.asarray(jnp.nan), jnp.asarray(-1), jnp.asarray(False), jnp.asarray(-1),
+             jnp.asarray(-1))
+    buffers = (jnp.full(length, jnp.nan), jnp.full((length, groups), jnp.nan),
+               jnp.full((length, groups), jnp.nan)) if record else ()
+    _, carry, buffers = jax.lax.while_loop(cond, body, (jnp.asarray(0), carry, buffers))
+    params, risk, tau, diverged, diverged_step, last = carry
+    records = tuple(b[:max_steps + 1] for b in buffers) if record else (None, None, None)
+    return JointRun(tau, diverged, diverged_step, last, risk, params["alpha"], params["beta"],
+                    margin(params["alpha"]), *records)
+
+  return run
+
+
+def outcome(run: JointRun) -> jax.Array:
+  """Index into OUTCOMES: reaches ε; trapped with attention reversed (margin < 0);
+  stalled otherwise (at the cap); diverged."""
+  return jnp.where(run.tau_eps >= 0, 0, jnp.where(run.diverged, 3, jnp.where(
+      run.margin < 0, 1, 2)))
+
+
+def check_epsilon(epsilon) -> float:
+  """ε in (0, R(0)); R(θ0 = 0) = ½ for ±1 labels and f ≡ 0 (docs/theory.md §2)."""
+  return validation.check_real("epsilon (ε)", epsilon, minimum=0.0, strict=True, maximum=0.5,
+                               strict_max=True)
+
+
+def edge_of_stability(lang: languages.Language) -> float:
+  """2/λ_max of the Hessian of R at θ0 = 0 on the tied subspace, in the per-token metric.
+
+  With D = diag(k, k) (group sizes k), the tied per-token GD step is θ -= η D^{-1}∇R,
+  so its linearisation at θ0 has the eigenvalues of D^{-1/2} ∇²R D^{-1/2}.
+  """
+  validation.require_float64("lj.scaling.edge_of_stability")
+  check_language(lang)
+  partition = partition_lib.of_language(lang)
+  risk = laplace.build(lang, partition).risk
+  groups = partition.num_groups
+
+  def flat_risk(theta):
+    return risk({"alpha": theta[:groups], "beta": theta[groups:]})
+
+  hessian = np.asarray(jax.hessian(flat_risk)(jnp.zeros(2 * groups)))
+  root = np.sqrt(np.concatenate([partition.sizes, partition.sizes]))
+  return float(2.0 / np.linalg.eigvalsh(hessian / root[:, None] / root[None, :]).max())
+
+
+def eta_max(run, start: float, *, iterations: int = 12, max_expansions: int = 5) -> dict:
+  """Largest η at which run(η) reaches ε (within the cap, without diverging), by bisection.
+
+  Brackets from `start` (halving until a run reaches ε, doubling while it does),
+  then bisects in log η. The boundary found is one where "reaches" switches to
+  "does not reach"; joint GD is not monotone in η (traps, docs/theory.md §9), so
+  the regime diagram shows the whole η axis.
+
+  Args:
+    run: η -> JointRun, e.g. a jitted make_joint_gd run with its cap fixed.
+    start: first η tried (e.g. a fraction of edge_of_stability).
+    iterations: bisection steps; the bracket ratio shrinks to 2^(2^-iterations).
+
+  Returns:
+    {"eta_max": lo, "eta_fail": hi, "probes": number of runs}; eta_max is NaN when no
+    η reaches ε within max_expansions halvings.
+  """
+  probes = 0
+
+  def reaches(eta):
+    nonlocal probes
+    probes += 1
+    return int(run(eta).tau_eps) >= 0
+
+  lo = hi = float(start)
+  if reaches(lo):
+    for _ in range(max_expansions):
+      hi *= 2.0
+      if not reaches(hi):
+        break
+      lo = hi
+  else:
+    for _ in range(max_expansions):
+      lo /= 2.0
+      if reaches(lo):
+        break
+      hi = lo
+    else:
+      return {"eta_max": math.nan, "eta_fail": hi, "probes": probes}
+  for _ in range(iterations):
+    mid = math.sqrt(lo * hi)
+    lo, hi = (mid, hi) if reaches(mid) else (lo, mid)
+  return {"eta_max": lo, "eta_fail": hi, "probes": probes}
