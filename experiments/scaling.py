@@ -434,15 +434,13 @@ def summary(config, timing, eta_rows, lag_rows, fits, regime_rows, sample_rows, 
 
 def main(argv):
   del argv
-  jax.config.update("jax_enable_x64", True)
-  common.quiet_jax_logs()
+  common.setup_jax()
   config = _CONFIG.value
   try:
     validate(config)
   except ValueError as error:
     raise app.UsageError(str(error)) from error
-  workdir = _WORKDIR.value
-  os.makedirs(workdir, exist_ok=True)
+  workdir = common.writable_workdir(_WORKDIR.value)
 
   def log(message):
     print(message, flush=True)

@@ -57,7 +57,7 @@ def forward_linear(params, counts):
   """f_θ(c) = Σ_σ c_σ u_σ β_σ / Σ_σ c_σ u_σ with the scales of `_scales` (docs/theory.md §2).
 
   Four matrix-vector products and no exponential per entry, so O(N d) cheap; equal to
-  model.forward_counts up to roundoff (see `_scales` for the score-spread condition).
+  models.direct.forward_counts up to roundoff (see `_scales` for the score-spread condition).
   """
   u_top, u_rest, has_top = _scales(params["alpha"], counts)
   beta = params["beta"]

@@ -270,7 +270,7 @@ def test_table1_binary_rejects_a_bad_override_of_a_keyword_task():
       result.stdout + result.stderr)
 
 
-WORKDIR_BINARIES = ("claims", "regimes", "sample_complexity", "sweep", "table1")
+WORKDIR_BINARIES = ("claims", "regimes", "sample_complexity", "scaling", "sweep", "table1")
 
 
 def test_every_binary_rejects_a_workdir_that_is_a_file(tmp_path):

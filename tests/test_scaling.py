@@ -267,7 +267,7 @@ def test_binary_smoke(tmp_path):
 
 
 def test_forward_linear_equals_forward_counts_past_the_exp_range():
-  """The O(N d) forward pass equals model.forward_counts (per-string max shift) when the
+  """The O(N d) forward pass equals models.direct.forward_counts (per-string max shift) when the
   scores spread by 1000, past float64's exp range: strings without the top token must
   not give 0/0. Both are ratios of sums of ≤ 50 positive terms: 1e-12 is roundoff."""
   rng = np.random.default_rng(1)
@@ -277,4 +277,5 @@ def test_forward_linear_equals_forward_counts_past_the_exp_range():
             "beta": jnp.asarray(rng.normal(size=6))}
   assert np.any(np.asarray(counts[:, 0]) == 0) and np.any(np.asarray(counts[:, 0]) > 0)
   np.testing.assert_allclose(finite_sample.forward_linear(params, counts),
-                             lj.model.forward_counts(params, counts), rtol=1e-12, atol=1e-12)
+                             lj.models.direct.forward_counts(params, counts), rtol=1e-12,
+                             atol=1e-12)
