@@ -35,9 +35,10 @@ def enable_compilation_cache() -> str:
 
 def setup_jax() -> None:
   """The start of every binary's main: float64 on (lagjax's builders require it; the
-  library itself changes no global state at import) and JAX's INFO line about
-  missing TPU/GPU backends silenced."""
+  library itself changes no global state at import), the persistent compilation cache on
+  (enable_compilation_cache), and JAX's INFO line about missing TPU/GPU backends silenced."""
   jax.config.update("jax_enable_x64", True)
+  enable_compilation_cache()
   logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
 

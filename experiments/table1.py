@@ -7,7 +7,7 @@ KQV products from a small init, or direct score/value maps from zero) every plan
 runs through one compiled runner: plans are data. Each row's step sizes are
 chosen on validation seeds (one η, or (η_out, η_attn) for the three-phase and
 attention-first plans), then the test seeds run at the chosen step sizes. The
-XLA compilation cache persists across runs (experiments.common). Writes
+XLA compilation cache persists across runs (experiments.common.setup_jax). Writes
 
 - table1.md: the settings, test metric mean ± std per task and plan over the
   seeds that did not diverge (exclusions counted), and the lag gap and
@@ -42,7 +42,6 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/table1", "Output folder.")
 def main(argv):
   del argv
   common.setup_jax()
-  common.enable_compilation_cache()
   common.writable_workdir(_WORKDIR.value)
   config = _CONFIG.value
   if config.quick:
