@@ -38,8 +38,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 
-_CONFIG = config_flags.DEFINE_config_file("config")
-_WORKDIR = flags.DEFINE_string("workdir", "runs/scaling", "Output folder.")
+
+def define_flags():
+  """--config and --workdir. Defined when run as a binary only, so tests can import this
+  module beside experiments.sweep (absl flags are process-global)."""
+  global _CONFIG, _WORKDIR
+  _CONFIG = config_flags.DEFINE_config_file("config")
+  _WORKDIR = flags.DEFINE_string("workdir", "runs/scaling", "Output folder.")
+
 
 PARTS = ("lag", "regimes", "sample")
 LETTERS = {"occurrence": (0,), "any_of": (0, 1), "all_of": (0, 1)}
@@ -485,4 +491,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
