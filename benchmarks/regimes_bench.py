@@ -24,8 +24,6 @@ if not __package__:  # run as a script: make the repo root importable
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-jax.config.update("jax_enable_x64", True)
-
 import lagjax as lj  # noqa: E402
 from benchmarks import harness  # noqa: E402
 from benchmarks.harness import median_time  # noqa: E402

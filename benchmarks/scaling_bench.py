@@ -25,9 +25,6 @@ if not __package__:  # run as a script: make the repo root importable
   sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jax  # noqa: E402
-
-jax.config.update("jax_enable_x64", True)
-
 import numpy as np  # noqa: E402
 
 import lagjax as lj  # noqa: E402
