@@ -8,16 +8,15 @@ Step sizes (documented choice, scaled with d so that one plan covers every d):
 
 import ml_collections
 
+from experiments import configs
+
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.language = "occurrence"
   config.letters = (0,)
   config.d_list = (10, 20, 50)
-  config.steps = 300
-  config.eta1_over_d = 1.0   # η1 = eta1_over_d · d
-  config.eta2_over_d2 = 1.0  # η2 = eta2_over_d2 · d²
-  config.eta3 = 1.0
+  configs.paper_three_phase(config)
   config.joint_eta = 1.0
   config.record_every = 1
   config.success_risk = 1e-3

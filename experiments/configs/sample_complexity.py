@@ -8,6 +8,8 @@ Step sizes as in configs/claims.py: η1 = d, η2 = d², η3 = 1.
 
 import ml_collections
 
+from experiments import configs
+
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
@@ -16,10 +18,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.d_list = (8, 16, 32)
   config.c_list = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
   config.num_seeds = 32
-  config.steps = 300
-  config.eta1_over_d = 1.0
-  config.eta2_over_d2 = 1.0
-  config.eta3 = 1.0
+  configs.paper_three_phase(config)
   config.error_threshold = 1e-3
   config.seed = 0
   return config.lock()

@@ -13,6 +13,8 @@ configs/sample_complexity.py); success is population 0-1 error <= `error_thresho
 import ml_collections
 import numpy as np
 
+from experiments import configs
+
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
@@ -37,10 +39,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.sample_c = tuple(float(c) for c in 2.0 ** np.arange(-3.0, 2.01, 0.5))
   config.num_seeds = 32
   config.bootstrap = 2000
-  config.eta1_over_d = 1.0
-  config.eta2_over_d2 = 1.0
-  config.eta3 = 1.0
-  config.steps = 300
+  configs.paper_three_phase(config)
   config.error_threshold = 1e-3
   config.error_samples = 20_000
   config.seed = 0
