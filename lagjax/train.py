@@ -152,30 +152,24 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
     return jax.value_and_grad(empirical)
 
   # Slots with equal population objectives share one branch (one copy in the program);
-  # each empirical slot has its own sample, drawn from the key folded with its index.
-  population_slots = {}
-  branch_of = []
-  for i, slot in enumerate(slots):
-    if isinstance(slot.objective, plans.Population):
-      branch_of.append(population_slots.setdefault(slot.objective, len(branch_of)))
-    else:
-      branch_of.append(i)
-  branch_of = jnp.asarray(branch_of)
+  # each empirical slot has its own branch and sample, drawn from the key folded with its
+  # index. A branch is named by its population objective, or by its slot index.
+  names = [slot.objective if isinstance(slot.objective, plans.Population) else i
+           for i, slot in enumerate(slots)]
+  branch_names = list(dict.fromkeys(names))
+  slot_branch = jnp.asarray([branch_names.index(name) for name in names])
 
   def objective(key):
-    branches = [population_objective(slot.objective)
-                if isinstance(slot.objective, plans.Population)
-                else empirical_objective(slot.objective, jax.random.fold_in(key, i))
-                for i, slot in enumerate(slots)]
-    used = sorted(set(branch_of.tolist()))
+    branches = [population_objective(name) if isinstance(name, plans.Population)
+                else empirical_objective(slots[name].objective, jax.random.fold_in(key, name))
+                for name in branch_names]
 
     def step_objective(params, t, phase):
       step_key = jax.random.fold_in(key, t)
-      if len(used) == 1:
-        value, grads = branches[used[0]](params, step_key)
+      if len(branches) == 1:
+        value, grads = branches[0](params, step_key)
       else:
-        value, grads = jax.lax.switch(jnp.searchsorted(jnp.asarray(used), branch_of[phase]),
-                                      [branches[i] for i in used], params, step_key)
+        value, grads = jax.lax.switch(slot_branch[phase], branches, params, step_key)
       return value, per_token(grads)
 
     return step_objective
