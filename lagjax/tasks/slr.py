@@ -333,6 +333,7 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
   m = _check_slr_task(task, "train_erf").options["m"]
   params0 = {name: _check_direction(name, params0[name], m) for name in ("k", "v")}
   objective = make_erf_objective(task, lam)
+  risk = _erf_risk_fn(task)  # records need the value only, not its gradient
   k_star, v_star = (jnp.asarray(task.extras[name]) for name in ("k_star", "v_star"))
 
   def step_objective(params, step, phase):
@@ -340,7 +341,7 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
     return value, erf_slr.tangent_gradients(params, grads) if riemannian else grads
 
   def record_fn(params, step):
-    return {"risk": objective(params, step, 0)[0], "k": params["k"], "v": params["v"],
+    return {"risk": risk(params["k"], params["v"], lam), "k": params["k"], "v": params["v"],
             "k_overlap": params["k"] @ k_star, "v_overlap": params["v"] @ v_star}
 
   loop = runner.make_runner(plan.slots(), functools.partial(models.group_labels,
