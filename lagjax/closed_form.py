@@ -201,6 +201,21 @@ def _three_phase_kernel(lang: languages.Language, cls: bool):
   return jax.jit(run)
 
 
+def _constants_at_zero(moments, unstack, zero, origin):
+  """(H, g, gram_factors(H, g), B, C) at α = 0, from one compiled call (see make_trajectory)."""
+  def stacked_moments(alpha):
+    return moments(unstack(zero, "alpha", alpha))
+
+  @jax.jit
+  def constants():
+    hessian, target = stacked_moments(origin)
+    d_hessian, d_target = jax.jacfwd(stacked_moments)(origin)  # (G, G, G), (G, G): last = ∂α_j
+    return (hessian, target, gram_factors(hessian, target), -d_target.T,
+            jnp.moveaxis(d_hessian, -1, 0))
+
+  return constants()
+
+
 class Trajectory(NamedTuple):
   """A plan simulated in closed form, recorded at `steps` (see make_trajectory)."""
 
@@ -236,8 +251,8 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
   the quadratic ½βᵀHβ - gᵀβ + ½ of the phase's fixed α); attention phases take
   exact Laplace steps. While α is still 0, H and g are constants, and the
   attention gradient ∂R/∂α_g = E[(f - y) W_g (β_g - f)] is a quadratic form in β
-  with zero constant term, Bβ + ½ C[β, β], whose coefficients are computed once
-  by differentiating the Laplace route at θ = 0; so the three-phase plan's
+  with zero constant term, Bβ + ½ C[β, β], whose coefficients come once from the
+  derivatives of (H, g) at α = 0; so the three-phase plan's
   attention step costs O(G³). A record whose risk is non-finite or above max_risk marks
   the run diverged at that record's step (located to the record spacing); the
   final values are those of the last finite record.
@@ -268,16 +283,13 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
   zero = {"alpha": jnp.zeros(groups), "beta": jnp.zeros(groups)}
   if cls:
     zero.update(alpha_cls=jnp.zeros(()), beta_cls=jnp.zeros(()))
-  zero_hessian, zero_target = (np.asarray(m) for m in jax.jit(moments)(zero))
-  # Constant while α = 0: factored once here, not per configuration of a vmapped sweep.
-  zero_factors = np.asarray(gram_factors(zero_hessian, zero_target))
-
-  def attention_gradient_at_zero(beta_all):
-    return stack(jax.grad(route.risk)(unstack(zero, "beta", beta_all)), "alpha")
-
   origin = jnp.zeros(metric.shape[0])
-  linear = np.asarray(jax.jit(jax.jacfwd(attention_gradient_at_zero))(origin))
-  quadratic = np.asarray(jax.jit(jax.jacfwd(jax.jacfwd(attention_gradient_at_zero)))(origin))
+  # Constants while α = 0, computed once here (one compiled call), not per configuration
+  # of a vmapped sweep: H, g, the Gram factors, and the attention gradient's coefficients
+  # ∂R/∂α_j = ½ βᵀ ∂_jH β - ∂_j gᵀ β (docs/theory.md §5), i.e. Bβ + ½ C[β, β] with
+  # B = -(∂g)ᵀ and C_j = ∂_jH.
+  zero_hessian, zero_target, zero_factors, linear, quadratic = (
+      np.asarray(x) for x in _constants_at_zero(moments, unstack, zero, origin))
   scale = metric
 
   def trajectory(etas):
