@@ -52,6 +52,7 @@ from lagjax.risk import laplace
 # mean, so every d up to ~9e6 shares one compiled function (extra nodes only add accuracy).
 LOG_MEAN_BUCKET = 16.0
 RTOL = 1e-12            # root-finder stopping width (relative); the claim is 1e-10
+LAW_CHECK = 1e-10       # finite T: the law's η2 is verified at η2_law·(1 + LAW_CHECK)
 MAX_ITER = 200
 DELTA_MAX = 1e6         # Δ_ε is searched in [-DELTA_MAX, DELTA_MAX]
 ETA2_RANGE = (1e-3, 1e15)
@@ -106,7 +107,8 @@ class Regime(NamedTuple):
     delta_of: (η1, η2) -> Δ.
     risk_of_delta: Δ -> R*(Δ) (None when coordinates = 2).
     risk_of: (η1, η2) -> exact final squared risk after T = steps phase-3 steps at η3.
-    eta2_min: η1 -> smallest η2 with final risk ≤ ε (inf: none; NaN: bisection invalid).
+    eta2_min: η1 -> smallest η2 with final risk ≤ ε (inf: none; NaN: bisection invalid);
+      at finite T the T = ∞ law verified on the exact R_T, bisection where it fails.
     eta3_max: (η1, η2) -> the η3 stability limit at the learned α.
     steps_needed: (η1, η2) -> phase-3 steps at η3 to come within ε of the T = ∞ risk.
   """
@@ -456,7 +458,23 @@ def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
   if math.isfinite(steps):
     note += (f" At finite T = {steps:g}, phase 3's start β1 = η1 v matters too: η2_min by "
              "bisection on the exact R_T; Δ_ε is the T = ∞ law.")
-  eta2_min = eta2_min_law if math.isinf(steps) and monotone else eta2_min_bisection
+  def eta2_min_verified(eta1):
+    # Finite T: R_T >= R*(Δ) (R* minimises over β at the same α), so η2_min^T >= η2_law;
+    # where R_T <= ε at η2_law·(1 + LAW_CHECK) the boundary is that point to LAW_CHECK
+    # relative (docs/theory.md §8.5), else it is bisected. An infinite law stays infinite.
+    eta1 = np.asarray(eta1, np.float64)
+    law = np.asarray(eta2_min_law(eta1))
+    probe = law * (1.0 + LAW_CHECK)
+    verified = np.isinf(law) | (np.asarray(risk_of(eta1, probe)) <= eps)
+    result = np.where(np.isinf(law), law, probe)
+    if not verified.all():
+      result[~verified] = np.asarray(eta2_min_bisection(eta1[~verified]))
+    return jnp.asarray(result)
+
+  if not monotone:
+    eta2_min = eta2_min_bisection
+  else:
+    eta2_min = eta2_min_law if math.isinf(steps) else eta2_min_verified
   return Regime(
       coordinates=1, b=b, c=c, delta_eps=delta_eps, eta1_max=eta1_max,
       min_product=delta_eps / b if b > 0 else math.nan, risk_floor=analysis["risk_floor"],

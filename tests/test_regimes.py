@@ -128,6 +128,24 @@ def test_grid_success_contour_lies_on_the_exact_boundary(simulate, regime):
   assert success.any()
 
 
+def test_finite_horizon_boundary_is_the_verified_law_or_a_bisection():
+  """At finite T the T = ∞ law is a lower bound of the boundary (R_T >= R*). Where R_T <= ε
+  just above it (T = 1000) the boundary is the law to 1e-10 relative; where phase 3 is too
+  short (T = 100) it is bisected, above the law or infinite (docs/theory.md §8.5). Either
+  way η2_min succeeds and 1e-9 below it fails (bisection width 1e-12 in log η2)."""
+  lang = lj.occurrence(20)
+  eta1 = np.array([10.0, 100.0])
+  law = np.asarray(regimes.three_phase(lang, EPS).eta2_min(eta1))
+  long, short = (regimes.three_phase(lang, EPS, steps=steps) for steps in (1000, 100))
+  verified, bisected = np.asarray(long.eta2_min(eta1)), np.asarray(short.eta2_min(eta1))
+  np.testing.assert_allclose(verified, law, rtol=2e-10)
+  assert np.isinf(bisected[0]) and bisected[1] > law[1] * (1 + 1e-3)
+  for regime, eta2 in ((long, verified), (short, bisected)):
+    finite = np.isfinite(eta2)
+    assert np.all(np.asarray(regime.risk_of(eta1[finite], eta2[finite])) <= EPS)
+    assert np.all(np.asarray(regime.risk_of(eta1[finite], eta2[finite] * (1 - 1e-9))) > EPS)
+
+
 def test_eta3_stability_limit():
   """Phase 3 at T = ∞ converges for η3 just below 2/λ_max and diverges just above."""
   lang = lj.occurrence(20)
