@@ -111,7 +111,9 @@ def prepare_workdir(workdir: str, config_json: str, overwrite: bool) -> None:
       shutil.rmtree(workdir)
   os.makedirs(workdir, exist_ok=True)
   if not os.path.exists(path):
-    temporary = path + ".tmp"
+    # Every process of a multi-process run writes the same config: a name of its own, so
+    # no process renames another's half-written file (or finds it already renamed).
+    temporary = f"{path}.{os.getpid()}.tmp"
     with open(temporary, "w") as f:
       f.write(config_json)
     os.replace(temporary, path)
@@ -216,8 +218,7 @@ def use_every_core() -> None:
 def main(argv):
   del argv
   if not _COORDINATOR.value:
-    # Multi-process CPU runs keep one device per process: with several forced host
-    # devices per process a two-process run was seen to hang once at backend start-up.
+    # Multi-process CPU runs keep one device per process (each process is one host's share).
     use_every_core()
   common.setup_jax()
   common.writable_workdir(_WORKDIR.value)
