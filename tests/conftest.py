@@ -1,11 +1,35 @@
 """The suite runs in float64, the one explicit opt-in lagjax asks of its users. Binaries
-started by the tests keep their compilation cache in a folder of this session only."""
+started by the tests keep their compilation cache in a folder of this session only.
+
+The suite is mostly XLA compilation (BUILD_NOTES.md, "Test suite"), so the tests and the
+binaries they start compile with cheaper XLA CPU settings: LLVM at optimisation level 0 and
+the classic elemental emitters instead of the newer fusion emitters. Both emit the same IEEE
+float64 operations (roundoff may differ in the last bits where an order of summation does);
+no test compares numbers across settings. XLA aborts the process on a flag it does not know,
+so a child process checks the flags first (a newer jaxlib may drop one); without them the
+suite runs as before, only slower.
+"""
 
 import os
+import subprocess
+import sys
 import tempfile
 
 import jax
 
+FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+
+
+def _flags_accepted(flags: str) -> bool:
+  probe = subprocess.run([sys.executable, "-c", "import jax.numpy as j; j.ones(2).sum()"],
+                         env=dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu"),
+                         capture_output=True, timeout=300)
+  return probe.returncode == 0
+
+
+_flags = os.environ.get("XLA_FLAGS", "")
+if FAST_COMPILE_FLAGS not in _flags and _flags_accepted(f"{_flags} {FAST_COMPILE_FLAGS}"):
+  os.environ["XLA_FLAGS"] = f"{_flags} {FAST_COMPILE_FLAGS}".strip()
 jax.config.update("jax_enable_x64", True)
 os.environ.setdefault("LAGJAX_COMPILATION_CACHE",
                       tempfile.mkdtemp(prefix="lagjax-test-compilation-cache-"))
