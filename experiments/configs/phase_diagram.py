@@ -33,7 +33,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.success_risk = 1e-3         # ε: a configuration succeeds when final risk <= ε
   config.num_records = 64            # records per run (risk curves, lag gap)
   config.chunk_size = 8192
-  config.batch_size = 32
+  config.batch_size = 64             # configurations per vmapped batch (lax.map walks them)
   config.max_risk = 1e8              # a risk above this marks divergence
   config.save_trajectories = False
   config.diagram_axes = ("eta1", "eta2")
