@@ -180,7 +180,11 @@ def gd_sweep_case(partition, steps: int, repeats: int) -> dict:
   """
   lang = lj.occurrence(D)
   plan = lj.plans.joint(1.0, steps)
-  runner = make_runner(lang, plan.slots(), partition, num_steps=steps, record_every=steps)
+  plan_runner = make_runner(lang, plan.slots(), partition, num_steps=steps, record_every=steps)
+
+  def runner(theta0, key, eta):  # the plan as data: only its step size varies
+    return plan_runner(theta0, key, plan.data(etas=eta))
+
   groups = partition.num_groups
   theta0 = {"alpha": jnp.zeros(groups), "beta": jnp.zeros(groups)}
   key = jax.random.key(0)

@@ -169,18 +169,24 @@ def regime_report(results: dict, success_risk: float, config=None) -> str:
       sel = rows & (results["d"] == d) & (results["steps"] == steps)
       lines.append(f"three_phase, d = {d}, T = {steps}: success means final risk <= "
                    f"{success_risk:g}")
-      for eta1 in np.unique(results["eta1"][sel]):
-        at = sel & (results["eta1"] == eta1)
-        success = at & (results["final_risk"] <= success_risk) & ~results["diverged"]
-        stable = at & ~results["diverged"]
-        smallest = results["eta2"][success].min() if success.any() else None
-        largest = results["eta2"][stable].max() if stable.any() else None
-        none = (config is not None and smallest is None and regimes_overlay.no_success_reason(
-            config, int(d), int(steps), float(eta1), results["eta2"][at], results["eta3"][at]))
+      # Per η1 column at once: the smallest succeeding and the largest stable η2.
+      index = np.flatnonzero(sel)
+      columns, column = np.unique(results["eta1"][index], return_inverse=True)
+      column, eta2 = column.reshape(-1), results["eta2"][index]
+      stable = ~results["diverged"][index]
+      success = stable & (results["final_risk"][index] <= success_risk)
+      smallest, largest = np.full(columns.size, np.inf), np.full(columns.size, -np.inf)
+      np.minimum.at(smallest, column[success], eta2[success])
+      np.maximum.at(largest, column[stable], eta2[stable])
+      highest = np.full(columns.size, -np.inf)
+      np.maximum.at(highest, column, eta2)
+      for k, eta1 in enumerate(columns):
+        none = (config is not None and np.isinf(smallest[k]) and regimes_overlay.no_success_reason(
+            config, int(d), int(steps), float(eta1), highest[k:k + 1], results["eta3"][index]))
         succeeds = f"no η2 succeeds: {none}" if none else "smallest η2 that succeeds " + (
-            f"{'none' if smallest is None else f'{smallest:.4g}':>10}")
-        lines.append(f"  η1 = {eta1:10.4g}: {succeeds}, largest η2 "
-                     f"before divergence {'none' if largest is None else f'{largest:.4g}':>10}")
+            f"{'none' if np.isinf(smallest[k]) else f'{smallest[k]:.4g}':>10}")
+        lines.append(f"  η1 = {eta1:10.4g}: {succeeds}, largest η2 before divergence "
+                     f"{'none' if np.isinf(largest[k]) else f'{largest[k]:.4g}':>10}")
   return "\n".join(lines)
 
 
