@@ -305,3 +305,20 @@ def test_binary_renders_progress_as_a_bar_or_log_lines(caplog):
   assert [m.split(" (")[0] for m in messages] == ["0/10 configs", "4/10 configs",
                                                   "5/10 configs", "10/10 configs"]
   assert "ETA" in messages[1]
+
+
+def test_regime_report_per_eta1():
+  """Per η1: the smallest η2 whose run succeeds (risk <= ε, not diverged) and the largest
+  η2 that did not diverge; "none" where there is none."""
+  eta1 = np.repeat([1.0, 2.0, 3.0], 3)
+  eta2 = np.tile([10.0, 20.0, 30.0], 3)
+  results = {"plan": np.full(9, "three_phase"), "d": np.full(9, 5), "steps": np.full(9, 7),
+             "eta1": eta1, "eta2": eta2, "eta3": np.ones(9),
+             "final_risk": np.array([0.3, 1e-4, 1e-5, 0.3, 0.2, 1e-4, 0.3, 0.3, 0.3]),
+             "diverged": np.array([False, False, True, False, False, False, True, True, True])}
+  lines = sweep_binary.regime_report(results, 1e-3).splitlines()
+  assert lines[0] == "three_phase, d = 5, T = 7: success means final risk <= 0.001"
+  expected = [("1:", "20,", "20"), ("2:", "30,", "30"), ("3:", "none,", "none")]
+  for line, (first, smallest, largest) in zip(lines[1:], expected):
+    assert line.split() == ["η1", "=", first, "smallest", "η2", "that", "succeeds", smallest,
+                            "largest", "η2", "before", "divergence", largest], line
