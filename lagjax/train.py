@@ -105,14 +105,15 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                 partition: partition_lib.Partition, *, num_steps: int, loss="squared",
                 route="auto", cls: bool = False, record_every: int = 1,
                 max_risk: float = MAX_RISK, error_samples: int = error_lib.ERROR_SAMPLES,
-                kqv_fixed: dict | None = None):
+                kqv_form: bool = False):
   """Builds run(theta0_grouped, key, data) -> Run for one slot structure (not jitted).
 
   theta0_grouped holds one entry per group of `partition`; data is the plan's
   PlanData (traceable: vmap it for sweeps; any plan with these slots and at most
-  num_steps steps). With `kqv_fixed` (the fixed embeddings of models.kqv.init_kqv)
-  the trained parameters are the KQV weights, mapped to (α, β) for the objective
-  and the records.
+  num_steps steps). With `kqv_form` the trained parameters are the KQV weights and
+  run takes a fourth argument, the fixed embeddings of models.kqv.init_kqv (traceable,
+  so a new init reuses the compiled run); they map the weights to (α, β) for the
+  objective and the records.
   """
   loss_fn = base.get_loss(loss)
   population = build_route(lang, loss=loss, route=route, partition=partition, cls=cls)
@@ -120,24 +121,22 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
   sizes = jnp.asarray(partition.sizes)
   error_report, error_route = error_lib.best_route(lang, partition, error_samples)
   letter = lang.letters[0]
-  to_direct = (lambda params: params) if kqv_fixed is None else functools.partial(
-      kqv.kqv_to_direct, fixed=kqv_fixed)
-  groups = direct.GROUPS if kqv_fixed is None else kqv.GROUPS
+  groups = kqv.GROUPS if kqv_form else direct.GROUPS
 
   def per_token(grads):
     """Gradient w.r.t. one token's parameter: tied gradient / group size (docs/theory.md 3b)."""
-    if kqv_fixed is not None:
+    if kqv_form:
       return grads
     return dict(grads, alpha=grads["alpha"] / sizes, beta=grads["beta"] / sizes)
 
-  def population_objective(objective: plans.Population):
+  def population_objective(objective: plans.Population, to_direct):
     same = objective.route in ("auto", population.name)
     risk = population.risk if same else build_route(
         lang, loss=loss, route=objective.route, partition=partition, cls=cls).risk
     value_and_grad = jax.value_and_grad(lambda p: risk(to_direct(p)))
     return lambda params, step_key: value_and_grad(params)
 
-  def empirical_objective(objective: plans.Empirical, phase_key):
+  def empirical_objective(objective: plans.Empirical, phase_key, to_direct):
     counts, labels = sample_counts(phase_key, lang, objective.n_samples)
 
     def empirical(params, step_key):
@@ -159,41 +158,48 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
   branch_names = list(dict.fromkeys(names))
   slot_branch = jnp.asarray([branch_names.index(name) for name in names])
 
-  def objective(key):
-    branches = [population_objective(name) if isinstance(name, plans.Population)
-                else empirical_objective(slots[name].objective, jax.random.fold_in(key, name))
-                for name in branch_names]
+  def make_loop(to_direct):
+    """The one training loop (lagjax/runner.py) with the model read through to_direct."""
+    def objective(key):
+      branches = [population_objective(name, to_direct) if isinstance(name, plans.Population)
+                  else empirical_objective(slots[name].objective, jax.random.fold_in(key, name),
+                                           to_direct)
+                  for name in branch_names]
 
-    def step_objective(params, t, phase):
-      step_key = jax.random.fold_in(key, t)
-      if len(branches) == 1:
-        value, grads = branches[0](params, step_key)
-      else:
-        value, grads = jax.lax.switch(slot_branch[phase], branches, params, step_key)
-      return value, per_token(grads)
+      def step_objective(params, t, phase):
+        step_key = jax.random.fold_in(key, t)
+        if len(branches) == 1:
+          value, grads = branches[0](params, step_key)
+        else:
+          value, grads = jax.lax.switch(slot_branch[phase], branches, params, step_key)
+        return value, per_token(grads)
 
-    return step_objective
+      return step_objective
 
-  def record(key):
-    del key
+    def record(key):
+      del key
 
-    def record_fn(params, step):
-      params = to_direct(params)
-      population_report = report(params)
-      token_alpha = partition.expand(params["alpha"])
-      return {"risk": population_report["risk"], "error": error_report(params)["error"],
-              "alpha": token_alpha, "beta": partition.expand(params["beta"]),
-              "margin": direct.attention_margin({"alpha": token_alpha}, letter),
-              "grid_covered": population_report.get("grid_covered", jnp.array(True))}
+      def record_fn(params, step):
+        params = to_direct(params)
+        population_report = report(params)
+        token_alpha = partition.expand(params["alpha"])
+        return {"risk": population_report["risk"], "error": error_report(params)["error"],
+                "alpha": token_alpha, "beta": partition.expand(params["beta"]),
+                "margin": direct.attention_margin({"alpha": token_alpha}, letter),
+                "grid_covered": population_report.get("grid_covered", jnp.array(True))}
 
-    return record_fn
+      return record_fn
 
-  loop = runner.make_runner(slots, functools.partial(models.group_labels, groups), objective,
-                            record, num_steps=num_steps, record_every=record_every,
-                            max_value=max_risk)
+    return runner.make_runner(slots, functools.partial(models.group_labels, groups), objective,
+                              record, num_steps=num_steps, record_every=record_every,
+                              max_value=max_risk)
 
-  def run(theta0, key, data: plans.PlanData) -> Run:
-    trace = loop(theta0, key, data)
+  def run(theta0, key, data: plans.PlanData, *kqv_fixed) -> Run:
+    if len(kqv_fixed) != int(kqv_form):
+      raise ValueError("run takes the fixed KQV embeddings exactly when built with kqv_form=True.")
+    to_direct = functools.partial(kqv.kqv_to_direct, fixed=kqv_fixed[0]) if kqv_form else (
+        lambda params: params)
+    trace = make_loop(to_direct)(theta0, key, data)
     params = to_direct(trace.params)
     token_params = dict(params, alpha=partition.expand(params["alpha"]),
                         beta=partition.expand(params["beta"]))
@@ -270,7 +276,13 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
   _check_plan_and_options(plan, record_every, max_risk)
   init_key, run_key = jax.random.split(key)
   trainable, fixed = kqv.init_kqv(init_key, lang.d, width=width, key_dim=key_dim, scale=scale)
-  run = jax.jit(make_runner(lang, plan.slots(), partition_lib.singletons(lang.d),
-                            num_steps=plan.total_steps, loss=loss, route=route,
-                            record_every=record_every, max_risk=max_risk, kqv_fixed=fixed))
-  return run(trainable, run_key, plan.data())
+  run = _compiled_kqv_runner(lang, plan.slots(), plan.total_steps, loss, route, record_every,
+                             max_risk)
+  return run(trainable, run_key, plan.data(), fixed)
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled_kqv_runner(lang, slots, num_steps, loss, route, record_every, max_risk):
+  return jax.jit(make_runner(lang, slots, partition_lib.singletons(lang.d), num_steps=num_steps,
+                             loss=loss, route=route, record_every=record_every,
+                             max_risk=max_risk, kqv_form=True))

@@ -44,6 +44,10 @@ CASES = {
                         lambda: lj.population_risk(LANG, tied(-0.8, 1.5))],
     "error_rate": [lambda: lj.error_rate(LANG, tied(0.3, 0.5)),
                    lambda: lj.error_rate(LANG, tied(-0.8, 1.5))],
+    # A new init (key) and new step sizes of the same plan shape.
+    "train_kqv": [lambda: lj.train_kqv(LANG, lj.plans.joint(0.5, 5), jax.random.key(0)),
+                  lambda: lj.train_kqv(LANG, lj.plans.joint(0.3, 5), jax.random.key(1),
+                                       scale=0.2)],
     # Strings of length <= 8 only (fixed length 8): one chunk shape for every key.
     "sampled_risk": [
         lambda: lj.sampled_risk(jax.random.key(0), lj.occurrence(D, length=lj.fixed(8)),
