@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import lagjax as lj  # noqa: E402
-from experiments import scaling as experiment  # noqa: E402
+from experiments import scaling_protocol as experiment  # noqa: E402
 from experiments.configs import scaling as scaling_config  # noqa: E402
 from lagjax import closed_form, finite_sample, languages, metrics, scaling  # noqa: E402
 from lagjax import partition as partition_lib  # noqa: E402
