@@ -456,8 +456,8 @@ def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
             f"{'(R* checked non-increasing)' if monotone else 'FAILS: R* is not monotone'}; "
             f"attention step reverses sign beyond η1 = {eta1_max:.6g}.")
   if math.isfinite(steps):
-    note += (f" At finite T = {steps:g}, phase 3's start β1 = η1 v matters too: η2_min by "
-             "bisection on the exact R_T; Δ_ε is the T = ∞ law.")
+    note += (f" At finite T = {steps:g}, phase 3's start β1 = η1 v matters too: η2_min is "
+             "the T = ∞ law verified on the exact R_T, bisected where phase 3 is too short.")
   def eta2_min_verified(eta1):
     # Finite T: R_T >= R*(Δ) (R* minimises over β at the same α), so η2_min^T >= η2_law;
     # where R_T <= ε at η2_law·(1 + LAW_CHECK) the boundary is that point to LAW_CHECK
