@@ -111,7 +111,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
   theta0_grouped holds one entry per group of `partition`; data is the plan's
   PlanData (traceable: vmap it for sweeps; any plan with these slots and at most
   num_steps steps). With `kqv_form` the trained parameters are the KQV weights and
-  run takes a fourth argument, the fixed embeddings of models.kqv.init_kqv (traceable,
+  run takes kqv_fixed, the fixed embeddings of models.kqv.init_kqv (traceable,
   so a new init reuses the compiled run); they map the weights to (α, β) for the
   objective and the records.
   """
@@ -194,10 +194,11 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                               record, num_steps=num_steps, record_every=record_every,
                               max_value=max_risk)
 
-  def run(theta0, key, data: plans.PlanData, *kqv_fixed) -> Run:
-    if len(kqv_fixed) != int(kqv_form):
-      raise ValueError("run takes the fixed KQV embeddings exactly when built with kqv_form=True.")
-    to_direct = functools.partial(kqv.kqv_to_direct, fixed=kqv_fixed[0]) if kqv_form else (
+  def run(theta0, key, data: plans.PlanData, kqv_fixed=None) -> Run:
+    if (kqv_fixed is not None) != kqv_form:
+      raise ValueError("run takes kqv_fixed (the fixed KQV embeddings) exactly when built with "
+                       "kqv_form=True.")
+    to_direct = functools.partial(kqv.kqv_to_direct, fixed=kqv_fixed) if kqv_form else (
         lambda params: params)
     trace = make_loop(to_direct)(theta0, key, data)
     params = to_direct(trace.params)
