@@ -326,6 +326,9 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
         if alpha_is_zero:
           risk_path = jnp.concatenate([first_risk[None], risk_path])
           alpha_path = jnp.concatenate([origin[None], alpha_path])
+        if i == len(plan.phases) - 1:  # the record at T: the state after the last step
+          risk_path = jnp.concatenate([risk_path, route.risk(params)[None]])
+          alpha_path = jnp.concatenate([alpha_path, stack(params, "alpha")[None]])
         alpha_is_zero = False
         risks.append(risk_path[local])
         alphas.append(alpha_path[local])

@@ -140,11 +140,15 @@ def simulator(plan_key, cls):
 PLANS = {
     "three_phase": lj.plans.three_phase(8.0, 64.0, 1.0, 40, steps1=2, steps2=3),
     "attention_first": lj.plans.attention_first(64.0, 1.0, 25),
+    # Ends with an attention phase: the record at T is the state after its last step.
+    "attention_last": lj.plans.custom([lj.plans.Phase("output", 5.0, 1),
+                                       lj.plans.Phase("attention", 40.0, 2)]),
 }
 
 
 @pytest.mark.parametrize("plan_key, cls", [("three_phase", False), ("three_phase", True),
-                                           ("attention_first", False)])
+                                           ("attention_first", False),
+                                           ("attention_last", False)])
 def test_simulator_equals_train(plan_key, cls):
   """Closed-form plan (output phases O(1) in T) = lj.train step by step: params and risk."""
   lang = lj.occurrence(D)
