@@ -62,24 +62,18 @@ def d_values(config) -> np.ndarray:
 def validate(config) -> np.ndarray:
   """Checks every field before any compute; returns the d grid."""
   lj.validation.check_choice("config.language", config.language, ("occurrence", "any_of"))
-  lj.validation.check_real("config.eps (ε)", config.eps, minimum=0.0, strict=True, maximum=0.5,
-                           strict_max=True)
+  lj.validation.check_risk_threshold("config.eps (ε)", config.eps)
   lj.validation.check_positive("config.eta3", config.eta3)
   lj.validation.check_real("config.fit_rtol", config.fit_rtol, minimum=0.0, strict=True)
   for name in ("collapse_d", "boundary_d"):
-    if not config[name] or any(not lj.validation.is_int(d) or d < 2 for d in config[name]):
-      raise ValueError(f"config.{name} must be a non-empty tuple of integers >= 2; got "
-                       f"{config[name]!r}.")
+    lj.validation.check_ints(f"config.{name}", config[name], 2)
   lj.validation.check_int("config.collapse_points", config.collapse_points, 2)
   lj.validation.check_int("config.collapse_steps", config.collapse_steps, 1)
   lj.validation.check_int("config.lengths.d", config.lengths.d, 2)
   if not config.lengths.laws or any(law not in LENGTH_LAWS for law in config.lengths.laws):
     raise ValueError(f"config.lengths.laws must be a non-empty tuple of {tuple(LENGTH_LAWS)}; "
                      f"got {config.lengths.laws!r}.")
-  if not config.lengths.means or any(not lj.validation.is_int(m) or m < 2
-                                     for m in config.lengths.means):
-    raise ValueError(f"config.lengths.means must be a non-empty tuple of integers >= 2; got "
-                     f"{config.lengths.means!r}.")
+  lj.validation.check_ints("config.lengths.means", config.lengths.means, 2)
   kqv = config.kqv
   lj.validation.check_int("config.kqv.d", kqv.d, 2)
   lj.validation.check_int("config.kqv.seeds", kqv.seeds, 1)

@@ -44,24 +44,15 @@ def make_language(name: str, d: int) -> languages.Language:
   return languages.make(name, d, LETTERS[name])
 
 
-def _check_ints(name, values, minimum):
-  values = tuple(values)
-  if not values:
-    raise ValueError(f"{name} must list at least one value.")
-  for value in values:
-    validation.check_int(f"{name} entries", value, minimum)
-  return values
-
-
 def validate(config) -> None:
   """Every check that needs no compute; raises ValueError naming the field."""
   for part in config.parts:
     validation.check_choice("config.parts entries", part, PARTS)
   for name in config.languages:
     validation.check_choice("config.languages entries", name, tuple(LETTERS))
-  scaling.check_epsilon(config.epsilon)
+  validation.check_risk_threshold("config.epsilon (ε)", config.epsilon)
   for field in ("lag_d", "sample_d", "regime_d_range"):
-    _check_ints(f"config.{field} (alphabet sizes d)", getattr(config, field), 2)
+    validation.check_ints(f"config.{field} (alphabet sizes d)", getattr(config, field), 2)
   if len(config.regime_d_range) != 2 or config.regime_d_range[0] > config.regime_d_range[1]:
     raise ValueError(f"config.regime_d_range must be (d_min, d_max) with d_min <= d_max; got "
                      f"{tuple(config.regime_d_range)}.")

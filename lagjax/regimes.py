@@ -366,8 +366,7 @@ def _check_inputs(lang, eps, eta3, steps, loss, cls):
   if loss != "squared":
     raise ValueError(f"lj.regimes needs loss='squared' (output phases are least squares in "
                      f"closed form only then); got loss={loss!r}: {SWEEP_ROUTE}.")
-  eps = validation.check_real("eps (ε)", eps, minimum=0.0, strict=True, maximum=0.5,
-                              strict_max=True)
+  eps = validation.check_risk_threshold("eps (ε)", eps)
   eta3 = validation.check_positive("eta3 (η3)", eta3)
   if not (isinstance(steps, float) and math.isinf(steps) and steps > 0):
     steps = validation.check_int("steps (T, or math.inf)", steps, 1, integral_floats=True)

@@ -100,7 +100,7 @@ def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
   """
   validation.require_float64("lj.scaling.make_joint_gd")
   check_language(lang)
-  epsilon = check_epsilon(epsilon)
+  epsilon = validation.check_risk_threshold("epsilon (ε)", epsilon)
   max_steps = validation.check_int("max_steps", max_steps, 1)
   chunk = validation.check_int("chunk", chunk, 1)
   partition = partition_lib.of_language(lang)
@@ -169,12 +169,6 @@ def outcome(run: JointRun) -> jax.Array:
   stalled otherwise (at the cap); diverged."""
   return jnp.where(run.tau_eps >= 0, 0, jnp.where(run.diverged, 3, jnp.where(
       run.margin < 0, 1, 2)))
-
-
-def check_epsilon(epsilon) -> float:
-  """ε in (0, R(0)); R(θ0 = 0) = ½ for ±1 labels and f ≡ 0 (docs/theory.md §2)."""
-  return validation.check_real("epsilon (ε)", epsilon, minimum=0.0, strict=True, maximum=0.5,
-                               strict_max=True)
 
 
 def edge_of_stability(lang: languages.Language) -> float:

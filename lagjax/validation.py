@@ -38,6 +38,14 @@ def check_int(name: str, value, minimum: int, *, optional: bool = False,
   return int(value)
 
 
+def check_ints(name: str, values, minimum: int) -> tuple[int, ...]:
+  """A non-empty sequence of integers >= minimum (e.g. a list of alphabet sizes d)."""
+  values = tuple(values)
+  if not values:
+    raise ValueError(f"{name} must list at least one integer >= {minimum}; got {values!r}.")
+  return tuple(check_int(f"{name} entries", value, minimum) for value in values)
+
+
 def check_real(name: str, value, *, minimum: float | None = None, strict: bool = False,
                maximum: float | None = None, strict_max: bool = False) -> float:
   """A finite real number in the given range (bools and non-numbers rejected)."""
@@ -56,6 +64,11 @@ def check_real(name: str, value, *, minimum: float | None = None, strict: bool =
     where = f" {' and '.join(bounds)}" if bounds else ""
     raise ValueError(f"{name} must be a finite real{where}; got {value!r}.")
   return number
+
+
+def check_risk_threshold(name: str, value) -> float:
+  """A success threshold ε on the squared risk: 0 < ε < R(θ0 = 0) = ½ (docs/theory.md §2)."""
+  return check_real(name, value, minimum=0.0, strict=True, maximum=0.5, strict_max=True)
 
 
 def check_positive(name: str, value, allow_zero: bool = False) -> float:

@@ -226,3 +226,22 @@ def test_init_kqv_embeddings_shape():
   """Embeddings must have shape (d, width)."""
   with pytest.raises(ValueError, match=r"embeddings must have shape \(4, 3\)"):
     kqv.init_kqv(jax.random.key(0), D, width=3, embeddings=np.eye(D))
+
+
+@pytest.mark.parametrize("values, message", [
+    ((), "config.d_list must list at least one integer >= 2"),
+    ((8, 1), "config.d_list entries must be an integer >= 2; got 1"),
+    ((8, 2.5), "config.d_list entries must be an integer >= 2; got 2.5"),
+    ((8, True), "config.d_list entries must be an integer >= 2; got True"),
+])
+def test_integer_lists_name_the_field(values, message):
+  with pytest.raises(ValueError, match=message):
+    lj.validation.check_ints("config.d_list", values, 2)
+  assert lj.validation.check_ints("config.d_list", (2, 8), 2) == (2, 8)
+
+
+@pytest.mark.parametrize("eps", [0.0, -1e-3, 0.5, 0.7, math.nan, math.inf])
+def test_risk_threshold_is_below_the_risk_at_zero(eps):
+  with pytest.raises(ValueError, match="eps"):
+    lj.validation.check_risk_threshold("eps", eps)
+  assert lj.validation.check_risk_threshold("eps", 1e-3) == 1e-3
