@@ -354,7 +354,7 @@ def _problem(lang: languages.Language, cls: bool, tied: bool = True):
   width = laplace.window_width(lang, left=left)
   windows = sizes.size + int(cls)
   static = _Static(cls, letter, other, left, width,
-                   min(windows, windows if windows <= 8 else laplace.MAX_CLUSTERS) * width)
+                   laplace.default_num_points(windows, width))
   metric = np.concatenate([sizes, [1.0]]) if cls else sizes
   return static, _Problem(masses, coefs, lang.length, metric)
 

@@ -32,14 +32,13 @@ from jax._src import distributed
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from lagjax import chunk_store, closed_form, languages, metrics, plans, validation
+from lagjax import chunk_store, closed_form, languages, metrics, plans, runner, validation
 from lagjax import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import error as error_lib
 from lagjax.risk import resolve_route
 from lagjax.train import choose_partition, make_runner
 
-# Which named step sizes feed each plan's phases, in phase order.
 # The step-size columns of a sweep table: every name of the plan registry (plans.PLANS),
 # in the results' column order.
 ETA_NAMES = ("eta1", "eta2", "eta3", "eta")
@@ -153,17 +152,17 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
 
   partition = choose_partition(lang, direct.init_params(lang.d), plan, "auto")
   record_every = max(1, math.ceil(plan.total_steps / num_records))
-  runner = make_runner(lang, plan.slots(), partition, num_steps=plan.total_steps, loss=loss,
-                       route=route, record_every=record_every, max_risk=max_risk)
+  run_plan = make_runner(lang, plan.slots(), partition, num_steps=plan.total_steps, loss=loss,
+                         route=route, record_every=record_every, max_risk=max_risk)
   theta0 = {"alpha": jnp.zeros(partition.num_groups), "beta": jnp.zeros(partition.num_groups)}
 
   def evaluate(etas, seed):
-    run = runner(theta0, jax.random.key(seed), plan.data(etas=etas))
+    run = run_plan(theta0, jax.random.key(seed), plan.data(etas=etas))
     return _summary(run.risk, run.error[-1], run.alpha[-1], run.alpha, run.beta, run.steps,
                     run.diverged, run.diverged_step, letter)
 
-  # lj.train records every record_every steps and at T (see lj.train.Run).
-  count = -(-plan.total_steps // record_every) + 1
+  # The runner records every record_every steps and at T (lagjax/runner.py).
+  count = runner.num_records(plan.total_steps, record_every)
   return Evaluator(evaluate, "steps",
                    np.minimum(np.arange(count) * record_every, plan.total_steps))
 

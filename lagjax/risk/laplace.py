@@ -102,6 +102,14 @@ def _kernels(params, step, left, width, num_points):
   return x_weights, decay, kernel1, e_s * kernel1, needed
 
 
+def default_num_points(windows: int, width: int, max_clusters: int | None = None) -> int:
+  """Quadrature nodes for `windows` score windows of `width` nodes each: every window when
+  there are at most 8, else MAX_CLUSTERS of them (score clusters share windows)."""
+  if max_clusters is None:
+    max_clusters = windows if windows <= 8 else MAX_CLUSTERS
+  return min(windows, max_clusters) * width
+
+
 def build(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
           cls: bool = False, step: float = STEP, max_clusters: int | None = None,
           num_points: int | None = None) -> base.Route:
@@ -130,9 +138,7 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
   width = window_width(lang, step)
   windows = partition.num_groups + int(cls)
   if num_points is None:
-    if max_clusters is None:
-      max_clusters = windows if windows <= 8 else MAX_CLUSTERS
-    num_points = min(windows, max_clusters) * width
+    num_points = default_num_points(windows, width, max_clusters)
 
   def moments(params):
     """E[y f] and E[f²] by quadrature, and the lattice points the grid needs."""
@@ -202,7 +208,7 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
   left, width = window_left(lang), window_width(lang, step)
   windows = partition.num_groups + int(cls)
   if num_points is None:
-    num_points = min(windows, windows if windows <= 8 else MAX_CLUSTERS) * width
+    num_points = default_num_points(windows, width)
 
   def moments(params):
     alpha = params["alpha"]
