@@ -148,7 +148,8 @@ def fit_rows(rows, rtol) -> list[dict]:
 
 def collapse_figure(config, regime_by_d, path) -> list[dict]:
   """Left: sweep-range grids at each collapse d, final risk at T = collapse_steps against Δ,
-  with R*(Δ). Right: R*(Δ)/R*(0) against Δ/Δ_ε across d. Returns the collapse residuals."""
+  with R*(Δ). Right: R*(Δ)/R*(0) against Δ/Δ_ε across d (regime_by_d: the T = ∞ regime of
+  every collapse_d and boundary_d). Returns the collapse residuals."""
   eta1 = np.geomspace(1.0, 1e4, config.collapse_points)
   eta2 = np.geomspace(1.0, 1e6, config.collapse_points)
   grid1, grid2 = (g.ravel() for g in np.meshgrid(eta1, eta2, indexing="ij"))
@@ -177,7 +178,7 @@ def collapse_figure(config, regime_by_d, path) -> list[dict]:
            title="phase diagrams on the invariant axis (dots: grid, line: R*(Δ))")
   left.legend(fontsize=7)
   for d in sorted(set(config.collapse_d) | set(config.boundary_d)):
-    regime = regime_by_d.get(d) or regimes.three_phase(language(config, d), config.eps)
+    regime = regime_by_d[d]
     x = np.linspace(0.0, 3.0, 200)
     right.plot(x, np.asarray(regime.risk_of_delta(x * regime.delta_eps)) / regime.risk_floor,
                label=f"d = {d}")
@@ -193,7 +194,7 @@ def collapse_figure(config, regime_by_d, path) -> list[dict]:
 def boundary_figure(config, regime_by_d, path) -> None:
   fig, ax = plt.subplots(figsize=(6.5, 4.8))
   for d in config.boundary_d:
-    regime = regime_by_d.get(d) or regimes.three_phase(language(config, d), config.eps)
+    regime = regime_by_d[d]
     eta1 = np.geomspace(1e-4 * regime.eta1_max, 0.999 * regime.eta1_max, 300)
     (line,) = ax.plot(eta1, regime.eta2_min(eta1), label=f"d = {d}")
     ax.axvline(regime.eta1_max, color=line.get_color(), ls=":", lw=0.8)
@@ -361,6 +362,9 @@ def main(argv):
   workdir = common.writable_workdir(_WORKDIR.value)
   start = time.time()
   rows, by_d = regime_rows(config, ds)
+  for d in set(config.collapse_d) | set(config.boundary_d):  # the figures' d, once each
+    if d not in by_d:
+      by_d[d] = regimes.three_phase(language(config, d), config.eps, eta3=config.eta3)
   fits = fit_rows(rows, config.fit_rtol)
   residuals = collapse_figure(config, by_d, os.path.join(workdir, "collapse.png"))
   boundary_figure(config, by_d, os.path.join(workdir, "boundary.png"))
