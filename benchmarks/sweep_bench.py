@@ -239,13 +239,12 @@ def kernel_case(repeats: int) -> dict:
 def in_process_sweep_case() -> dict:
   """run_sweep on case 1's table on one device: whole and after-first-chunk throughput."""
   config = phase_diagram.get_config()
-  grids = sweep_binary.validate(config)
-  grids.update({name: [np.nan] for name in sweep.ETA_NAMES if name not in grids})
-  table = sweep.build_table(config.plans, config.d_list, config.steps_list, grids)
+  table = sweep_binary.config_table(config)
   marks = []
   with tempfile.TemporaryDirectory(prefix="sweep_bench_") as workdir:
     start = time.perf_counter()
-    sweep.run_sweep(table, workdir, lj.occurrence, chunk_size=config.chunk_size,
+    sweep.run_sweep(table, workdir, partial(sweep_binary.config_language, config),
+                    chunk_size=config.chunk_size,
                     batch_size=config.batch_size, num_records=config.num_records,
                     path_rows=np.zeros(0, np.int64), devices=jax.local_devices()[:1],
                     progress=lambda done, total: marks.append((time.perf_counter(), done)))

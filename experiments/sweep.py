@@ -14,6 +14,7 @@ every P-th chunk; process 0 waits for all chunks and writes the outputs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -96,6 +97,20 @@ def validate(config) -> dict:
     lj.languages.make(config.language, d, config.letters)
   used = {name for plan in config.plans for name in lj.plans.PLANS[plan].eta_names}
   return {name: grid_values(config, name) for name in sorted(used)}
+
+
+def config_table(config) -> dict[str, np.ndarray]:
+  """The sweep table of a config, validated first: every plan's own step-size grids (NaN in
+  the step-size columns a plan does not use), d, T, N and seeds."""
+  grids = validate(config)
+  grids.update({name: [np.nan] for name in sweep.ETA_NAMES if name not in grids})
+  return sweep.build_table(config.plans, config.d_list, config.steps_list, grids,
+                           n_samples_list=config.n_samples_list, seeds=range(config.num_seeds))
+
+
+def config_language(config, d: int) -> lj.Language:
+  """The config's language at alphabet size d."""
+  return lj.languages.make(config.language, d, config.letters)
 
 
 def prepare_workdir(workdir: str, config_json: str, overwrite: bool) -> None:
@@ -232,19 +247,15 @@ def main(argv):
   if _COORDINATOR.value:
     jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   try:
-    grids = validate(config)
+    table = config_table(config)
     config_json = config.to_json_best_effort(sort_keys=True, indent=2)
     prepare_workdir(_WORKDIR.value, config_json, _OVERWRITE.value)
   except ValueError as error:
     raise app.UsageError(str(error)) from error
   workdir = _WORKDIR.value
-  grids.update({name: [np.nan] for name in sweep.ETA_NAMES if name not in grids})
-  table = sweep.build_table(config.plans, config.d_list, config.steps_list, grids,
-                            n_samples_list=config.n_samples_list,
-                            seeds=range(config.num_seeds))
   start = time.time()
   results = sweep.run_sweep(
-      table, workdir, lambda d: lj.languages.make(config.language, d, config.letters),
+      table, workdir, functools.partial(config_language, config),
       loss=config.loss, route=config.route, chunk_size=config.chunk_size,
       batch_size=config.batch_size, num_records=config.num_records, max_risk=config.max_risk,
       # Risk paths are 8 bytes per record and row: keep only those the outputs use.
