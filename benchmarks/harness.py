@@ -76,9 +76,9 @@ def format_seconds(seconds: float) -> str:
       size < 1) else f"{seconds:.2f} s"
 
 
-def target_cell(target, fmt) -> str:
-  """'≤ target' formatted by fmt, or '—' without a target."""
-  return "—" if target is None else f"≤ {fmt(target)}"
+def target_cell(target, fmt, at_least: bool = False) -> str:
+  """'≤ target' ('≥ target' when at_least) formatted by fmt, or '—' without a target."""
+  return "—" if target is None else f"{'≥' if at_least else '≤'} {fmt(target)}"
 
 
 def markdown_table(columns, rows) -> list[str]:

@@ -86,16 +86,12 @@ def eager_three_phase_case(lang: lj.Language, repeats: int) -> dict:
   it includes the exact 0-1 error and the conversion of the result to floats.
   """
   rng = np.random.default_rng(1)
-  start = time.perf_counter()
-  lj.closed_form.three_phase(lang, *ETAS, OUTPUT_STEPS)
-  first = time.perf_counter() - start
+  first = harness.timed(lj.closed_form.three_phase, lang, *ETAS, OUTPUT_STEPS)
   times = []
   for k in range(repeats):
     etas = [float(x) for x in random_etas(rng, 1)[0]]
     steps = OUTPUT_STEPS if k % 2 else math.inf
-    start = time.perf_counter()
-    lj.closed_form.three_phase(lang, *etas, steps)
-    times.append(time.perf_counter() - start)
+    times.append(harness.timed(lj.closed_form.three_phase, lang, *etas, steps))
   return {"first": first, "repeat": float(np.median(times))}
 
 
