@@ -117,7 +117,7 @@ def of_language(lang: languages.Language) -> Partition:
 
 def of_params(lang: languages.Language, params) -> Partition:
   """Coarsest refinement of `of_language(lang)` on which α and β are constant."""
-  base = of_language(lang).index
+  base = language_groups(lang)  # = of_language(lang).index, without building the blocks
   alpha = np.asarray(params["alpha"], dtype=np.float64)
   beta = np.asarray(params["beta"], dtype=np.float64)
   return _blocks_from_keys([(int(base[s]), alpha[s], beta[s]) for s in range(lang.d)])

@@ -256,10 +256,10 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
 
 @functools.lru_cache(maxsize=32)
 def _compiled_runner(lang, slots, num_steps, partition, loss, route, cls, record_every,
-                     max_risk):
+                     max_risk, kqv_form=False):
   return jax.jit(make_runner(lang, slots, partition, num_steps=num_steps, loss=loss,
                              route=route, cls=cls, record_every=record_every,
-                             max_risk=max_risk))
+                             max_risk=max_risk, kqv_form=kqv_form))
 
 
 def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float = 0.1,
@@ -277,13 +277,6 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
   _check_plan_and_options(plan, record_every, max_risk)
   init_key, run_key = jax.random.split(key)
   trainable, fixed = kqv.init_kqv(init_key, lang.d, width=width, key_dim=key_dim, scale=scale)
-  run = _compiled_kqv_runner(lang, plan.slots(), plan.total_steps, loss, route, record_every,
-                             max_risk)
+  run = _compiled_runner(lang, plan.slots(), plan.total_steps, partition_lib.singletons(lang.d),
+                         loss, route, False, record_every, max_risk, kqv_form=True)
   return run(trainable, run_key, plan.data(), fixed)
-
-
-@functools.lru_cache(maxsize=32)
-def _compiled_kqv_runner(lang, slots, num_steps, loss, route, record_every, max_risk):
-  return jax.jit(make_runner(lang, slots, partition_lib.singletons(lang.d), num_steps=num_steps,
-                             loss=loss, route=route, record_every=record_every,
-                             max_risk=max_risk, kqv_form=True))

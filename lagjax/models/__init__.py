@@ -17,8 +17,6 @@ from typing import NamedTuple
 
 from lagjax.models import direct, kqv, slr, softmax, transformer
 
-GROUP_NAMES = ("attention", "output")
-
 
 class Model(NamedTuple):
   """A trainable model: init(key) -> (params, fixed), apply(params, fixed, batch) -> outputs.
@@ -39,5 +37,4 @@ def group_labels(groups: Mapping[str, str], params) -> dict:
   return {name: groups[name] for name in params}
 
 
-__all__ = ["GROUP_NAMES", "Model", "direct", "group_labels", "kqv", "slr", "softmax",
-           "transformer"]
+__all__ = ["Model", "direct", "group_labels", "kqv", "slr", "softmax", "transformer"]
