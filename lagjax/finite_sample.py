@@ -145,8 +145,9 @@ def make_success_curve(lang: languages.Language, n_grid, *, eta1: float, eta2: f
     MEMORY_PER_BATCH bytes of count vectors, sample sizes one after another.
   """
   validation.require_float64("lj.finite_sample.make_success_curve")
-  n_grid = np.asarray([int(n) for n in n_grid])
-  if np.any(n_grid < 1) or np.any(np.diff(n_grid) <= 0):
+  n_grid = np.asarray([validation.check_int(f"n_grid[{i}] (a sample size N)", n, 1)
+                       for i, n in enumerate(n_grid)], np.int64)
+  if n_grid.size == 0 or np.any(np.diff(n_grid) <= 0):
     raise ValueError(f"n_grid must be increasing sample sizes >= 1; got {n_grid.tolist()}.")
   n_max = int(n_grid[-1])
   d = lang.d

@@ -45,12 +45,18 @@ class Trace(NamedTuple):
   diverged_step: jax.Array
 
 
+def step_is_finite(value, max_value, new_params):
+  """The divergence rule: a step counts when its objective is finite and <= max_value and
+  every new parameter is finite."""
+  return jnp.isfinite(value) & (value <= max_value) & jnp.all(jnp.array(
+      [jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(new_params)]))
+
+
 def guard_divergence(value, max_value, proposed, current, t):
   """(params, state, diverged, diverged_step) after a step: the proposed (params, state)
   if the objective is finite and <= max_value and the new params are finite, else the
   current ones, with the run marked diverged at step t."""
-  finite = jnp.isfinite(value) & (value <= max_value) & jnp.all(jnp.array(
-      [jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(proposed[0])]))
+  finite = step_is_finite(value, max_value, proposed[0])
   keep = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old), proposed, current)
   return (*keep, ~finite, jnp.where(finite, -1, t))
 

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages, validation
+from lagjax import languages, runner, validation
 from lagjax import partition as partition_lib
 from lagjax.risk import laplace
 
@@ -122,8 +122,7 @@ def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
       value, grads = value_and_grad(params)                       # R(θ_t) and its gradient
       new = {k: params[k] - eta * grads[k] / sizes for k in params}
       live = (t <= cap) & ~diverged & ((tau < 0) | (not stop_at_epsilon))
-      finite = jnp.isfinite(value) & (value <= max_risk) & jnp.all(
-          jnp.isfinite(new["alpha"])) & jnp.all(jnp.isfinite(new["beta"]))
+      finite = runner.step_is_finite(value, max_risk, new)
       bad = live & ~finite
       reached = live & finite & (value <= epsilon) & (tau < 0)
       # θ_{t+1} is taken only below the cap and before the stop.

@@ -279,3 +279,15 @@ def test_forward_linear_equals_forward_counts_past_the_exp_range():
   np.testing.assert_allclose(finite_sample.forward_linear(params, counts),
                              lj.models.direct.forward_counts(params, counts), rtol=1e-12,
                              atol=1e-12)
+
+
+@pytest.mark.parametrize("n_grid, message", [
+    ((10, 2.5), r"n_grid\[1\] \(a sample size N\) must be an integer >= 1; got 2.5"),
+    ((0, 10), r"n_grid\[0\] \(a sample size N\) must be an integer >= 1; got 0"),
+    ((20, 10), "n_grid must be increasing"),
+    ((), "n_grid must be increasing"),
+])
+def test_success_curve_rejects_bad_sample_sizes(n_grid, message):
+  with pytest.raises(ValueError, match=message):
+    finite_sample.make_success_curve(lj.occurrence(8), n_grid, eta1=8.0, eta2=64.0, eta3=1.0,
+                                     steps=10, error_threshold=0.1)
