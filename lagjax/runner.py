@@ -13,8 +13,8 @@ What differs between callers is passed in, never branched on here:
   derive their own subkeys), then evaluated at every step (the exact risk of
   lj.train, the fresh-minibatch loss of task training, a KQV parameter map in
   front of either);
-- record(key) -> record_fn(params, step) -> dict of arrays, taken every
-  `record_every` steps and at the end;
+- record(params) -> dict of arrays, taken every `record_every` steps and at the end
+  (the runner adds the step);
 - constrain(params) -> params, applied after each update (projected GD).
 
 Divergence: a step whose objective is not finite or exceeds `max_value`, or
@@ -94,7 +94,7 @@ def make_runner(slots: Sequence[plans.Slot], labels: Callable, objective: Callab
     slots: the plan's static slots (plans.Plan.slots(num_slots)).
     labels: params -> {name: "attention" | "output"}, the model's declared groups.
     objective: key -> (params, step, phase) -> (value, grads).
-    record: key -> (params, step) -> dict of arrays.
+    record: params -> dict of arrays.
     num_steps: length of the scan; the plan's own total Σ data.lengths may be shorter
       (the remaining steps are skipped), never longer.
     record_every: record every this many steps (and at the end).
@@ -105,7 +105,6 @@ def make_runner(slots: Sequence[plans.Slot], labels: Callable, objective: Callab
 
   def run(params0, key, data: plans.PlanData) -> Trace:
     step_objective = objective(key)
-    record_fn = record(key)
     tx = plans.transformation(slots, data, labels)
     total = jnp.sum(data.lengths)
 
@@ -125,8 +124,7 @@ def make_runner(slots: Sequence[plans.Slot], labels: Callable, objective: Callab
 
     def block(carry, k):
       start = k * record_every
-      recorded = dict(record_fn(carry[0], jnp.minimum(start, total)),
-                      steps=jnp.minimum(start, total))
+      recorded = dict(record(carry[0]), steps=jnp.minimum(start, total))
       carry, _ = jax.lax.scan(step, carry, start + jnp.arange(record_every))
       return carry, recorded
 

@@ -84,14 +84,12 @@ def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, 
         return value_and_grad(params, task.sample(jax.random.fold_in(train_key, t), batch_size))
       return step_objective
 
-    def record(_):
-      def record_fn(params, step):
-        outputs = model.apply(params, fixed, test_batch)
-        return {"test_loss": task.loss(outputs, test_batch),
-                "test_metric": task.metric(outputs, test_batch)[task.metric_name],
-                "attention": _flatten(params, labels, "attention"),
-                "output": _flatten(params, labels, "output")}
-      return record_fn
+    def record(params):
+      outputs = model.apply(params, fixed, test_batch)
+      return {"test_loss": task.loss(outputs, test_batch),
+              "test_metric": task.metric(outputs, test_batch)[task.metric_name],
+              "attention": _flatten(params, labels, "attention"),
+              "output": _flatten(params, labels, "output")}
 
     loop = runner.make_runner(slots, label_fn, objective, record, num_steps=num_steps,
                               record_every=record_every, max_value=max_loss)

@@ -176,19 +176,14 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
 
       return step_objective
 
-    def record(key):
-      del key
-
-      def record_fn(params, step):
-        params = to_direct(params)
-        population_report = report(params)
-        token_alpha = partition.expand(params["alpha"])
-        return {"risk": population_report["risk"], "error": error_report(params)["error"],
-                "alpha": token_alpha, "beta": partition.expand(params["beta"]),
-                "margin": direct.attention_margin({"alpha": token_alpha}, letter),
-                "grid_covered": population_report.get("grid_covered", jnp.array(True))}
-
-      return record_fn
+    def record(params):
+      params = to_direct(params)
+      population_report = report(params)
+      token_alpha = partition.expand(params["alpha"])
+      return {"risk": population_report["risk"], "error": error_report(params)["error"],
+              "alpha": token_alpha, "beta": partition.expand(params["beta"]),
+              "margin": direct.attention_margin({"alpha": token_alpha}, letter),
+              "grid_covered": population_report.get("grid_covered", jnp.array(True))}
 
     return runner.make_runner(slots, functools.partial(models.group_labels, groups), objective,
                               record, num_steps=num_steps, record_every=record_every,

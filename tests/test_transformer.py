@@ -418,7 +418,7 @@ def test_direct_attention_from_zero_trains_like_the_direct_model():
   loop = runner.make_runner(
       plan.slots(), functools.partial(models.group_labels, tf.GROUPS),
       lambda key: lambda p, t, phase: value_and_grad(p),
-      lambda key: lambda p, t: tf.to_direct(p, fixed, config), num_steps=plan.total_steps)
+      lambda p: tf.to_direct(p, fixed, config), num_steps=plan.total_steps)
   trace = jax.jit(loop)(params, jax.random.key(0), plan.data())
   reference = lj.train(lang, plan, lj.init_params(d, cls=True), tied=False)
   chex.assert_trees_all_close(trace.records["alpha"], reference.alpha, atol=1e-10)

@@ -340,13 +340,13 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
     value, grads = objective(params, step, phase)
     return value, erf_slr.tangent_gradients(params, grads) if riemannian else grads
 
-  def record_fn(params, step):
+  def record(params):
     return {"risk": risk(params["k"], params["v"], lam), "k": params["k"], "v": params["v"],
             "k_overlap": params["k"] @ k_star, "v_overlap": params["v"] @ v_star}
 
   loop = runner.make_runner(plan.slots(), functools.partial(models.group_labels,
                                                             erf_slr.GROUPS),
-                            lambda key: step_objective, lambda key: record_fn,
+                            lambda key: step_objective, record,
                             num_steps=plan.total_steps, record_every=record_every,
                             max_value=max_risk, constrain=erf_slr.project_to_sphere)
   trace = jax.jit(loop)(params0, jax.random.key(0), plan.data())
