@@ -146,7 +146,11 @@ def exact_error(lang: languages.Language, theta, *, tol: float = 1e-12) -> RiskR
   """
   validation.require_float64("lj.risk.exact_error")
   _check_language(lang)
-  partition, grouped = _grouped(lang, theta)
+  return _exact_error(lang, *_grouped(lang, theta), tol)
+
+
+def _exact_error(lang, partition, grouped, tol) -> RiskResult | None:
+  """exact_error on θ already tied into `partition` (grouped params)."""
   if error.supports(lang, partition) and lattice.lengths_lib.truncation_length(
       lang.length, tol) <= error.MAX_TABLE_LENGTH:
     value, bound = _cached_threshold(lang, partition, tol)(grouped)
@@ -155,7 +159,7 @@ def exact_error(lang: languages.Language, theta, *, tol: float = 1e-12) -> RiskR
                                    lattice.lengths_lib.truncation_length(lang.length, tol))
   if size <= lattice.MAX_VECTORS:
     report = _as_floats(_cached_report(lang, partition, "squared", "lattice",
-                                       direct.has_cls(theta), (("tol", tol),))(grouped))
+                                       direct.has_cls(grouped), (("tol", tol),))(grouped))
     return RiskResult(report["error"], "lattice", {"error_bound": report["error_bound"]})
   return None
 
@@ -167,10 +171,11 @@ def error_rate(lang: languages.Language, theta, *, key=None, n_samples: int = 10
   The result's `route` says which; a sampled value carries its standard error.
   """
   validation.require_float64("lj.error_rate")
-  exact = exact_error(lang, theta, tol=tol)
+  _check_language(lang)
+  partition, grouped = _grouped(lang, theta)  # once, for the exact and the sampled route
+  exact = _exact_error(lang, partition, grouped, tol)
   if exact is not None:
     return exact
-  partition, grouped = _grouped(lang, theta)
   key = jax.random.key(0) if key is None else key
   report = _as_floats(sampled.build(key, lang, partition, n_samples=n_samples).report(grouped))
   return RiskResult(report["error"], "sampled", {"stderr": report["error_stderr"],
