@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 import lagjax as lj  # noqa: E402
 from benchmarks import harness  # noqa: E402
 from benchmarks.harness import interleaved_times, median_time  # noqa: E402
-from lagjax.train import make_runner  # noqa: E402
+from lagjax.dynamics.train import make_runner  # noqa: E402
 
 D = 50
 ETAS = (50.0, 2500.0, 1.0)

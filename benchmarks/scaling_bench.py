@@ -1,7 +1,7 @@
 """Timing of exact tied joint GD and of count-vector sampling (docs/theory.md section 9).
 
 Measures, after compilation:
-  1. lagjax.scaling.make_joint_gd: one run of T exact joint-GD steps from θ0 = 0
+  1. lagjax.analysis.scaling.make_joint_gd: one run of T exact joint-GD steps from θ0 = 0
      (stop_at_epsilon=False, so exactly T steps), per step, for occurrence and AND
      at d = 8, 64, 1024, recording every step and not recording; target ≤ 10 µs/step;
   2. as the baseline in the same run, lj.train's tied path (lax.scan, records every

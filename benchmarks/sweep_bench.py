@@ -67,7 +67,7 @@ from benchmarks.plans_bench import closed_form_cases  # noqa: E402
 from experiments import sweep as sweep_binary  # noqa: E402
 from experiments.configs import phase_diagram  # noqa: E402
 from lagjax import sweep  # noqa: E402
-from lagjax.train import make_runner  # noqa: E402
+from lagjax.dynamics.train import make_runner  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "experiments/configs/phase_diagram.py"

@@ -3,7 +3,7 @@
 For three tasks of the Table 1 config (occurrence at d = 50, even pairs, ICL
 bigram at k = 10), joint SGD with η from the config's grid, T = 500 steps,
 batch 32, records every 50 steps, 8 seeds, times after compilation:
-  1. lagjax: the 8 seeds vmapped in one compiled call (lagjax.task_train);
+  1. lagjax: the 8 seeds vmapped in one compiled call (lagjax.dynamics.task_train);
   2. baseline "loop of runs": a Python loop over the 8 seeds, each one call of the
      same compiled single-seed runner (the whole T-step scan compiled once);
   3. baseline "loop of steps": a Python loop over seeds and steps of one jitted
@@ -33,7 +33,7 @@ import lagjax as lj  # noqa: E402
 from benchmarks import harness  # noqa: E402
 from experiments import table1_protocol as protocol  # noqa: E402
 from experiments.configs import table1 as table1_config  # noqa: E402
-from lagjax.task_train import make_batched_runner, make_task_runner  # noqa: E402
+from lagjax.dynamics.task_train import make_batched_runner, make_task_runner  # noqa: E402
 
 SEEDS, BATCH, RECORDS = 8, 32, 10
 TASKS = ("occurrence", "even_pairs", "icl_bigram")

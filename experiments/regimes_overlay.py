@@ -1,4 +1,4 @@
-"""The exact regime (lagjax/regimes.py, docs/theory.md §8) on the sweep's outputs.
+"""The exact regime (lagjax/analysis/regimes.py, docs/theory.md §8) on the sweep's outputs.
 
 Two hooks for experiments.sweep, each a no-op when the swept plan or language is
 outside the closed form's reach: `draw_boundary` dashes the exact boundary

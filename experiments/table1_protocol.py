@@ -28,8 +28,8 @@ from absl import app
 
 import lagjax as lj
 from lagjax import models, tasks, validation
+from lagjax.dynamics.task_train import make_batched_runner
 from lagjax.models import slr, transformer
-from lagjax.task_train import make_batched_runner
 
 NUM_SLOTS = 3  # the longest plan (three_phase); shorter plans are padded
 # Plans with two step sizes: the η name fed by η_out and the one fed by η_attn.

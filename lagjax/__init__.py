@@ -7,23 +7,21 @@ three routes to the population risk that must agree.
 lagjax computes in float64 but does not switch JAX to it at import: call
 jax.config.update("jax_enable_x64", True) once before building anything. Every
 builder checks (validation.require_float64) and says so while float64 is off.
+
+The subpackages are the layers, each importing only those before it:
+data (lengths, languages, token groups) and tasks (sampled tasks) -> models ->
+risk (routes to the population risk) -> dynamics (plans, the training loop, the
+engines) -> analysis (regimes, scaling, finite samples) -> sweep. `validation`
+holds the small input checks every layer shares.
 """
 
-from lagjax import (
-    closed_form,
-    languages,
-    lengths,
-    metrics,
-    models,
-    partition,
-    plans,
-    regimes,
-    risk,
-    tasks,
-    validation,
-)
-from lagjax.languages import Language, all_of, any_of, occurrence
-from lagjax.lengths import fixed, geometric, shifted_poisson
+from lagjax import analysis, data, dynamics, models, risk, sweep, tasks, validation
+from lagjax.analysis import finite_sample, regimes, scaling
+from lagjax.data import languages, lengths, partition
+from lagjax.data.languages import Language, all_of, any_of, occurrence
+from lagjax.data.lengths import fixed, geometric, shifted_poisson
+from lagjax.dynamics import closed_form, metrics, plans, runner, task_train
+from lagjax.dynamics.train import Run, train, train_kqv
 from lagjax.models.direct import forward_counts, forward_tokens, init_params
 from lagjax.risk import (
     RiskResult,
@@ -32,11 +30,12 @@ from lagjax.risk import (
     risk_fn,
     sampled_risk,
 )
-from lagjax.train import Run, train, train_kqv
 
 __all__ = [
-    "Language", "RiskResult", "Run", "all_of", "any_of", "closed_form", "error_rate", "fixed",
-    "forward_counts", "forward_tokens", "geometric", "init_params", "languages", "lengths",
-    "metrics", "models", "occurrence", "partition", "plans", "population_risk", "regimes", "risk",
-    "risk_fn", "sampled_risk", "shifted_poisson", "tasks", "train", "train_kqv", "validation",
+    "Language", "RiskResult", "Run", "all_of", "analysis", "any_of", "closed_form", "data",
+    "dynamics", "error_rate", "finite_sample", "fixed", "forward_counts", "forward_tokens",
+    "geometric", "init_params", "languages", "lengths", "metrics", "models", "occurrence",
+    "partition", "plans", "population_risk", "regimes", "risk", "risk_fn", "runner",
+    "sampled_risk", "scaling", "shifted_poisson", "sweep", "task_train", "tasks", "train",
+    "train_kqv", "validation",
 ]

@@ -2,7 +2,7 @@
 section 4 (gradient at zero, E[1/n], balanced laws, output-only floors) and the limits
 of large score spreads.
 
-(The closed-form *dynamics* of lagjax/closed_form.py are tested in test_closed_form.py.)
+(The closed-form *dynamics* of lagjax/dynamics/closed_form.py are tested in test_closed_form.py.)
 The Laplace route is exact up to its quadrature error (< 1e-15 relative,
 docs/theory.md section 3a); the lattice route up to its reported certified bound.
 Tolerances below add float64 rounding of sums over at most ~1e6 terms.

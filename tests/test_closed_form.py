@@ -1,4 +1,4 @@
-"""lagjax/closed_form.py: output phases and whole plans in closed form (docs/theory.md
+"""lagjax/dynamics/closed_form.py: output phases and whole plans in closed form (docs/theory.md
 section 5) against step-by-step gradient descent, and the three-phase entry point.
 
 (Analytic values used as oracles for the risk routes are in test_analytic_oracles.py.)

@@ -223,7 +223,7 @@ def test_table1_one_compilation_equals_per_plan_runs(name, model):
   import chex
 
   from experiments import table1_protocol as protocol
-  from lagjax.task_train import make_batched_runner, make_task_runner
+  from lagjax.dynamics.task_train import make_batched_runner, make_task_runner
 
   chex.clear_trace_counter()
   config = table1_config()

@@ -20,8 +20,8 @@ import pytest
 
 import lagjax as lj
 from lagjax import partition as partition_lib
-from lagjax.plans import Empirical, Phase
-from lagjax.train import make_runner
+from lagjax.dynamics.plans import Empirical, Phase
+from lagjax.dynamics.train import make_runner
 
 D = 5
 EXACT = 1e-12

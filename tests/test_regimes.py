@@ -1,4 +1,4 @@
-"""Exact step-size regimes (lagjax/regimes.py, docs/theory.md §8) against independent routes.
+"""Exact step-size regimes (lagjax/analysis/regimes.py, docs/theory.md §8) against independent routes.
 
 The oracle for Δ and the final risk is lj.closed_form's plan simulator, which
 differentiates the Laplace *risk* route (jax.grad, then two jacfwd) where

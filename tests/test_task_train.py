@@ -7,7 +7,7 @@ import pytest
 
 import lagjax as lj
 from lagjax import models, tasks
-from lagjax.task_train import make_batched_runner, make_task_runner, train_task
+from lagjax.dynamics.task_train import make_batched_runner, make_task_runner, train_task
 
 D = 8
 TASK = tasks.get_task("occurrence", d=D, max_len=32)

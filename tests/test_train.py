@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import lagjax as lj
-from lagjax.train import MAX_RISK, choose_partition, make_runner, sample_counts
+from lagjax.dynamics.train import MAX_RISK, choose_partition, make_runner, sample_counts
 
 EXACT = 1e-12
 
@@ -259,7 +259,7 @@ def test_empirical_steps_are_gradients_of_explicit_sums():
   """Each Empirical step: θ_{t+1} = θ_t - η ∇(½ mean (f - y)²) on its phase's own sample.
 
   Phase i samples with fold_in(key, i) and a minibatch step t draws its rows
-  with randint(fold_in(key, t)) (lagjax/train.py); the expected steps are
+  with randint(fold_in(key, t)) (lagjax/dynamics/train.py); the expected steps are
   rebuilt here from those samples.
   """
   lang, theta0, key, run = empirical_run()

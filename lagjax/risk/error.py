@@ -21,9 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages
-from lagjax import lengths as lengths_lib
-from lagjax import partition as partition_lib
+from lagjax.data import languages
+from lagjax.data import lengths as lengths_lib
+from lagjax.data import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import base, lattice
 

@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages
-from lagjax import partition as partition_lib
+from lagjax.data import languages
+from lagjax.data import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import base
 

@@ -15,8 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages, validation
-from lagjax import partition as partition_lib
+from lagjax import validation
+from lagjax.data import languages
+from lagjax.data import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import base
 

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import lengths as lengths_lib
+from lagjax.data import lengths as lengths_lib
 from lagjax.risk import base as risk_base
 from lagjax.validation import check_choice, check_int, check_positive  # noqa: F401 (re-exported to the task files)
 

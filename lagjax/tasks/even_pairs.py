@@ -15,7 +15,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from lagjax import lengths as lengths_lib
+from lagjax.data import lengths as lengths_lib
 from lagjax.tasks import base
 
 DEFAULT_LENGTH = lengths_lib.Geometric(0.05)

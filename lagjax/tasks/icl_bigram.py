@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from lagjax import lengths as lengths_lib
+from lagjax.data import lengths as lengths_lib
 from lagjax.tasks import base
 
 

@@ -1,7 +1,7 @@
 """Occurrence, OR and AND tasks (docs/theory.md sections 1 and 7).
 
 Strings w over Σ = {0, …, d-1}: n ~ L (conditioned on n <= max_len, see
-lagjax/tasks/base.py), then tokens iid π. Labels come from the lagjax.languages
+lagjax/tasks/base.py), then tokens iid π. Labels come from the lagjax.data.languages
 label functions:
   occurrence(a): y = +1 iff a ∈ w;
   or  (any_of L): y = +1 iff some letter of L occurs;
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from lagjax import languages
-from lagjax import lengths as lengths_lib
+from lagjax.data import languages
+from lagjax.data import lengths as lengths_lib
 from lagjax.tasks import base
 
 

@@ -25,8 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import lengths as lengths_lib
-from lagjax import models, plans, runner, validation
+from lagjax import models, validation
+from lagjax.data import lengths as lengths_lib
+from lagjax.dynamics import plans, runner
 from lagjax.models import erf_slr
 from lagjax.tasks import base
 
@@ -314,7 +315,7 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
               riemannian: bool = True, max_risk: float = 1e8) -> ErfRun:
   """Runs `plan` on the erf model with exact population gradients (docs/theory.md §7b).
 
-  Projected GD on the sphere through the one training loop (lagjax.runner): each step
+  Projected GD on the sphere through the one training loop (lagjax.dynamics.runner): each step
   moves along the Riemannian gradient g - ⟨g, x⟩x (Marion et al.; riemannian=False: the
   Euclidean gradient) and projects back onto the unit sphere.
 

@@ -24,8 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages, runner, validation
-from lagjax import partition as partition_lib
+from lagjax import validation
+from lagjax.data import languages
+from lagjax.data import partition as partition_lib
+from lagjax.dynamics import runner
 from lagjax.risk import laplace
 
 MAX_RISK = 1e8

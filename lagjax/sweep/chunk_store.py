@@ -1,6 +1,6 @@
 """The on-disk store of a sweep's finished chunks: one .npz file per chunk, written atomically.
 
-A chunk (g, c) is the c-th slice of rows of static group g (lagjax/sweep.py). Its
+A chunk (g, c) is the c-th slice of rows of static group g (lagjax/sweep/run.py). Its
 file holds the table rows it covers ("rows") and the outputs computed for them.
 Each file is written under a temporary name and renamed into place, so a killed
 sweep leaves only whole chunks and a restarted one finds every finished chunk

@@ -1,7 +1,7 @@
 """Running a plan with exact population or empirical gradients (docs/theory.md sections 3b, 5).
 
 `train(lang, plan)` runs the whole plan through the one training loop of
-lagjax.runner, compiled once per slot structure: step sizes, phase lengths and
+lagjax.dynamics.runner, compiled once per slot structure: step sizes, phase lengths and
 groups enter as the plan's arrays (PlanData), so sweeps vmap over them without
 recompiling. This module supplies the loop's objective (the exact population
 risk, or the empirical risk of each phase's sample) and records.
@@ -27,9 +27,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages, metrics, models, plans, runner, validation
-from lagjax import partition as partition_lib
-from lagjax.languages import sample_counts
+from lagjax import models, validation
+from lagjax.data import languages
+from lagjax.data import partition as partition_lib
+from lagjax.data.languages import sample_counts
+from lagjax.dynamics import metrics, plans, runner
 from lagjax.models import direct, kqv
 from lagjax.risk import base
 from lagjax.risk import error as error_lib
@@ -159,7 +161,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
   slot_branch = jnp.asarray([branch_names.index(name) for name in names])
 
   def make_loop(to_direct):
-    """The one training loop (lagjax/runner.py) with the model read through to_direct."""
+    """The one training loop (lagjax/dynamics/runner.py) with the model read through to_direct."""
     def objective(key):
       branches = [population_objective(name, to_direct) if isinstance(name, plans.Population)
                   else empirical_objective(slots[name].objective, jax.random.fold_in(key, name),

@@ -43,8 +43,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import closed_form, languages, validation
-from lagjax import partition as partition_lib
+from lagjax import validation
+from lagjax.data import languages
+from lagjax.data import partition as partition_lib
+from lagjax.dynamics import closed_form
 from lagjax.models import kqv
 from lagjax.risk import laplace
 

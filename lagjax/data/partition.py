@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from lagjax import languages
+from lagjax.data import languages
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import lengths as lengths_lib
 from lagjax import validation
+from lagjax.data import lengths as lengths_lib
 
 KINDS = ("occurrence", "any_of", "all_of")
 

@@ -6,7 +6,7 @@ the sample size N and a seed. Rows sharing (plan, d, T, N) form a static group
 evaluated by one compiled function vmapped over step sizes and seeds (the
 engine: closed form where the plan allows it, else the scan of lj.train). A
 group is cut into fixed-size chunks, each sharded over the local devices and
-kept in a lagjax.chunk_store.ChunkStore, so an interrupted sweep resumes where
+kept in a lagjax.sweep.chunk_store.ChunkStore, so an interrupted sweep resumes where
 it stopped and recomputes nothing finished. With several processes
 (jax.distributed), process p takes the chunks with index ≡ p mod #processes,
 and process 0 reads the others' chunks after a barrier of the distributed
@@ -14,7 +14,7 @@ runtime. Progress goes to an optional callback; this module prints nothing.
 
 The module is longer than the library's ~300 lines because the table, the engines
 and the sharded chunk runs share one layout (groups, chunks, padded shapes); the
-store is lagjax/chunk_store.py and the rendering of progress is the binary's.
+store is lagjax/sweep/chunk_store.py and the rendering of progress is the binary's.
 """
 
 from __future__ import annotations
@@ -32,12 +32,15 @@ from jax._src import distributed
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from lagjax import chunk_store, closed_form, languages, metrics, plans, runner, validation
-from lagjax import partition as partition_lib
+from lagjax import validation
+from lagjax.data import languages
+from lagjax.data import partition as partition_lib
+from lagjax.dynamics import closed_form, metrics, plans, runner
+from lagjax.dynamics.train import choose_partition, make_runner
 from lagjax.models import direct
 from lagjax.risk import error as error_lib
 from lagjax.risk import resolve_route
-from lagjax.train import choose_partition, make_runner
+from lagjax.sweep import chunk_store
 
 # The step-size columns of a sweep table: every name of the plan registry (plans.PLANS),
 # in the results' column order.
@@ -161,7 +164,7 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
     return _summary(run.risk, run.error[-1], run.alpha[-1], run.alpha, run.beta, run.steps,
                     run.diverged, run.diverged_step, letter)
 
-  # The runner records every record_every steps and at T (lagjax/runner.py).
+  # The runner records every record_every steps and at T (lagjax/dynamics/runner.py).
   count = runner.num_records(plan.total_steps, record_every)
   return Evaluator(evaluate, "steps",
                    np.minimum(np.arange(count) * record_every, plan.total_steps))

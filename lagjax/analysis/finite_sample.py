@@ -21,8 +21,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import closed_form, languages, validation
-from lagjax import partition as partition_lib
+from lagjax import validation
+from lagjax.data import languages
+from lagjax.data import partition as partition_lib
+from lagjax.dynamics import closed_form
 from lagjax.risk import base
 from lagjax.risk import error as error_lib
 

@@ -3,7 +3,7 @@
 The model is a lagjax.models.Model: init(key) -> (params, fixed), apply(params,
 fixed, batch) -> outputs, and its declared parameter groups. Each step draws a
 fresh minibatch from the task (online SGD on the population); the one training
-loop of lagjax.runner applies the plan; records hold the test metric on a fixed
+loop of lagjax.dynamics.runner applies the plan; records hold the test metric on a fixed
 held-out batch and the flattened attention and output parameters, from which
 the lag metrics of section 6 follow. Seeds and step sizes are vmapped, and any
 plan with the same slots runs through the same compiled program.
@@ -18,7 +18,8 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
-from lagjax import metrics, models, plans, runner, validation
+from lagjax import models, validation
+from lagjax.dynamics import metrics, plans, runner
 
 MAX_LOSS = 1e8
 

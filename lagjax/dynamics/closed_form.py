@@ -30,8 +30,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import languages, plans, risk, runner, validation
-from lagjax import partition as partition_lib
+from lagjax import risk, validation
+from lagjax.data import languages
+from lagjax.data import partition as partition_lib
+from lagjax.dynamics import plans, runner
 from lagjax.risk import laplace
 
 NULL_RTOL = 1e-12

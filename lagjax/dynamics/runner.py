@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from lagjax import plans
+from lagjax.dynamics import plans
 
 
 class Trace(NamedTuple):

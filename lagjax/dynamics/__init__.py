@@ -1,0 +1,13 @@
+"""The dynamics layer (docs/theory.md section 5): training plans and the engines that run them.
+
+- `plans`: phases, plans as data, the registry of named plans;
+- `runner`: the one training loop (divergence rule, records);
+- `train`: plans on a language with exact population or empirical gradients;
+- `closed_form`: output phases in closed form, O(1)-in-T plans;
+- `task_train`: plans on sampled tasks;
+- `metrics`: attention-lag metrics of a trajectory (section 6).
+"""
+
+from lagjax.dynamics import closed_form, metrics, plans, runner, task_train, train
+
+__all__ = ["closed_form", "metrics", "plans", "runner", "task_train", "train"]
