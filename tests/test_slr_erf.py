@@ -15,8 +15,9 @@ import scipy.integrate  # noqa: E402
 import scipy.special  # noqa: E402
 
 import lagjax as lj  # noqa: E402
+from lagjax.dynamics import erf_slr as erf_dynamics  # noqa: E402
 from lagjax.models import erf_slr  # noqa: E402
-from lagjax.tasks import slr  # noqa: E402
+from lagjax.risk import erf_slr as erf_risk  # noqa: E402
 
 TASK_OPTIONS = {
     "fixed": {"m": 5, "length": lj.fixed(4), "gamma": 0.7, "noise_std": 0.3, "seed": 2},
@@ -34,7 +35,7 @@ LAM = 1.2  # λ of the objective used off the sphere and for the gradient checks
 
 @functools.cache
 def objective(name):
-  return slr.make_erf_objective(task(name), LAM)
+  return erf_risk.make_erf_objective(task(name), LAM)
 
 
 def unit(x):
@@ -58,7 +59,7 @@ def points(t, seed=0):
 def exact_risk(name, k, v, lam):
   """erf_population_risk on the sphere; off it, the objective's value (same closed form)."""
   if abs(np.linalg.norm(k) - 1) < 1e-12 and abs(np.linalg.norm(v) - 1) < 1e-12:
-    return float(slr.erf_population_risk(task(name), k, v, lam))
+    return float(erf_risk.erf_population_risk(task(name), k, v, lam))
   assert lam == LAM
   return float(objective(name)({"k": jnp.asarray(k), "v": jnp.asarray(v)}, 0, None)[0])
 
@@ -71,7 +72,7 @@ def test_owens_t_matches_scipy():
   omega = np.array([1.0, 0.5, 0.3, 1e-3, 1.0, 0.7, 0.99, 1e-9])
   # Quadrature error <= 1e-25 (docs/theory.md §7b); the rest is float64 rounding of
   # terms <= 1/8 in both codes.
-  chex.assert_trees_all_close(np.asarray(slr.owens_t(h, omega)),
+  chex.assert_trees_all_close(np.asarray(erf_risk.owens_t(h, omega)),
                               scipy.special.owens_t(h, omega), atol=1e-16, rtol=0)
 
 
@@ -93,7 +94,7 @@ def test_erf_moments_match_quadrature():
   for a, s2 in [(0.0, 1.0), (0.7, 0.3), (-2.0, 4.0), (3.0, 0.01), (1.0, 0.0), (0.5, 100.0)]:
     # Integrands are O(1) and smooth: quad reaches ~1e-15; the closed forms are exact
     # up to rounding and the 1e-25 Owen's T error.
-    chex.assert_trees_all_close(np.array(slr.erf_moments(a, s2)),
+    chex.assert_trees_all_close(np.array(erf_risk.erf_moments(a, s2)),
                                 np.array([gauss(f, a, s2) for f in integrands]), atol=1e-13, rtol=0)
 
 
@@ -146,7 +147,7 @@ def test_gradient_matches_central_differences(name):
     # of R (~1e-14: a sum of terms up to max_len²·|E f|²) over step: both ~1e-9.
     np.testing.assert_allclose(float(along), float(central), rtol=0, atol=1e-8)
   # λ-derivative of the public function (differentiated with λ traced).
-  risk_of_lam = lambda lam: slr.erf_population_risk(t, k, v, lam)
+  risk_of_lam = lambda lam: erf_risk.erf_population_risk(t, k, v, lam)
   central = (risk_of_lam(LAM + step) - risk_of_lam(LAM - step)) / (2 * step)
   np.testing.assert_allclose(float(jax.grad(risk_of_lam)(LAM)), float(central), rtol=0, atol=1e-8)
   assert float(value) == pytest.approx(float(risk_of_lam(LAM)), abs=1e-14)
@@ -170,7 +171,7 @@ def test_zero_model_costs_the_target_second_moment(name):
     assert float(value) == pytest.approx(target_second_moment(t), abs=1e-14)
   # λ -> 0: |R - (γ² + σ²)| <= λ · 2 E|T/λ · y| + O(λ²), with E|T/λ · y| < 100 here.
   lam = 1e-12
-  assert float(slr.erf_population_risk(t, k, v, lam)) == pytest.approx(
+  assert float(erf_risk.erf_population_risk(t, k, v, lam)) == pytest.approx(
       target_second_moment(t), abs=1e-9)
 
 
@@ -248,7 +249,8 @@ def test_risk_matches_quadrature(name):
     # rounding of the closed form. Measured agreement: about 2e-15.
     assert max(signal_error, noise_error) <= 1e-12
     tolerance = 1e-13 + sensitivity * max(signal_error, noise_error)
-    assert float(slr.erf_population_risk(t, k, v, lam)) == pytest.approx(reference, abs=tolerance)
+    assert float(erf_risk.erf_population_risk(t, k, v, lam)) == pytest.approx(reference,
+                                                                              abs=tolerance)
 
 
 @pytest.mark.parametrize("name", sorted(TASK_OPTIONS))
@@ -259,7 +261,7 @@ def test_large_lambda_approaches_the_sign_model(name):
     # erf(λs) differs from sign(s) only on |s| <~ 1/λ, where the token densities are
     # bounded: R(λ) - R(∞) = -C/λ + O(λ⁻²), with C ≈ 1 measured on these tasks.
     for lam in (1e6, 1e12):
-      assert abs(float(slr.erf_population_risk(t, k, v, lam)) - limit) <= 10 / lam
+      assert abs(float(erf_risk.erf_population_risk(t, k, v, lam)) - limit) <= 10 / lam
 
 
 # --- The model, the projection and the parameter groups. --------------------
@@ -311,11 +313,11 @@ def test_bad_input_is_named():
   ]
   for args, message in cases:
     with pytest.raises(ValueError, match=message):
-      slr.erf_population_risk(*args)
+      erf_risk.erf_population_risk(*args)
   with pytest.raises(ValueError, match=r"^lam must be a finite real > 0"):
-    slr.make_erf_objective(t, -2.0)
+    erf_risk.make_erf_objective(t, -2.0)
   with pytest.raises(ValueError, match=r"task must be the SLR task"):
-    slr.make_erf_objective(lj.tasks.get_task("even_pairs"), 1.0)
+    erf_risk.make_erf_objective(lj.tasks.get_task("even_pairs"), 1.0)
 
 
 def test_train_erf_is_projected_gd_through_the_one_loop():
@@ -328,8 +330,8 @@ def test_train_erf_is_projected_gd_through_the_one_loop():
   start = {name: jnp.asarray(x / np.linalg.norm(x)) for name, x in
            zip(("k", "v"), rng.standard_normal((2, m)))}
   plan = lj.plans.three_phase(0.2, 0.5, 0.2, 3)
-  run = slr.train_erf(t, plan, LAM, start)
-  objective = slr.make_erf_objective(t, LAM)
+  run = erf_dynamics.train_erf(t, plan, LAM, start)
+  objective = erf_risk.make_erf_objective(t, LAM)
   params = start
   for phase in plan.phases:
     for _ in range(phase.steps):
@@ -344,5 +346,5 @@ def test_train_erf_is_projected_gd_through_the_one_loop():
   np.testing.assert_array_equal(np.asarray(run.k[1]), np.asarray(start["k"]))  # output phase
   assert float(run.risk[-1]) < float(run.risk[0])
   assert float(run.risk[-1]) == pytest.approx(
-      float(slr.erf_population_risk(t, run.params["k"], run.params["v"], LAM)), abs=1e-14)
+      float(erf_risk.erf_population_risk(t, run.params["k"], run.params["v"], LAM)), abs=1e-14)
   assert not bool(run.diverged)

@@ -5,9 +5,10 @@
 - `train`: plans on a language with exact population or empirical gradients;
 - `closed_form`: output phases in closed form, O(1)-in-T plans;
 - `task_train`: plans on sampled tasks;
+- `erf_slr`: exact projected GD of the erf SLR model (section 7b);
 - `metrics`: attention-lag metrics of a trajectory (section 6).
 """
 
-from lagjax.dynamics import closed_form, metrics, plans, runner, task_train, train
+from lagjax.dynamics import closed_form, erf_slr, metrics, plans, runner, task_train, train
 
-__all__ = ["closed_form", "metrics", "plans", "runner", "task_train", "train"]
+__all__ = ["closed_form", "erf_slr", "metrics", "plans", "runner", "task_train", "train"]

@@ -19,7 +19,7 @@ from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
-from lagjax.risk import base, error, laplace, lattice, sampled
+from lagjax.risk import base, erf_slr, error, laplace, lattice, sampled
 from lagjax.risk.base import LOSSES, Route, get_loss
 
 ROUTES = {"laplace": laplace.build, "lattice": lattice.build, "sampled": sampled.build}
@@ -194,6 +194,6 @@ def sampled_risk(key, lang: languages.Language, theta, *, n_samples: int = 10**5
   return float(report["risk"]), float(report["stderr"])
 
 
-__all__ = ["LOSSES", "ROUTES", "Route", "RiskResult", "base", "error_rate", "exact_error",
-           "laplace", "lattice", "population_risk", "resolve_route", "risk_fn", "sampled",
-           "sampled_risk"]
+__all__ = ["LOSSES", "ROUTES", "Route", "RiskResult", "base", "erf_slr", "error_rate",
+           "exact_error", "laplace", "lattice", "population_risk", "resolve_route", "risk_fn",
+           "sampled", "sampled_risk"]

@@ -1,0 +1,79 @@
+"""Exact projected GD of Marion et al.'s erf model on the SLR task (docs/theory.md §7b).
+
+`train_erf` runs any plan through the one training loop (lagjax.dynamics.runner) on
+the exact population objective of lagjax.risk.erf_slr, keeping k and v on the unit
+sphere (lagjax.models.erf_slr); `ErfRun` holds its records.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from lagjax import models, validation
+from lagjax.dynamics import plans, runner
+from lagjax.models import erf_slr
+from lagjax.risk import erf_slr as erf_risk
+from lagjax.tasks import base
+
+
+class ErfRun(NamedTuple):
+  """Exact projected GD of the erf model: records at `steps` (each (R, ...))."""
+
+  params: dict            # final {"k", "v"}
+  steps: jax.Array
+  risk: jax.Array         # E[(T - y)²], exact
+  k: jax.Array            # (R, m)
+  v: jax.Array            # (R, m)
+  k_overlap: jax.Array    # ⟨k, k*⟩
+  v_overlap: jax.Array    # ⟨v, v*⟩
+  diverged: jax.Array
+  diverged_step: jax.Array
+
+
+def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
+              riemannian: bool = True, max_risk: float = 1e8) -> ErfRun:
+  """Runs `plan` on the erf model with exact population gradients (docs/theory.md §7b).
+
+  Projected GD on the sphere through the one training loop (lagjax.dynamics.runner): each step
+  moves along the Riemannian gradient g - ⟨g, x⟩x (Marion et al.; riemannian=False: the
+  Euclidean gradient) and projects back onto the unit sphere.
+
+  Args:
+    task: the SLR task.
+    plan: a lj.plans.Plan (groups: k attention, v output).
+    lam: λ > 0.
+    params0: {"k": (m,), "v": (m,)} unit vectors.
+    record_every: record every this many steps (and at the end).
+    riemannian: step along the tangent (default) or the Euclidean gradient.
+    max_risk: a risk above this marks the run diverged.
+  """
+  if not isinstance(plan, plans.Plan):
+    raise ValueError(f"plan must be a lj.plans.Plan; got {type(plan).__name__}.")
+  validation.check_int("record_every", record_every, 1)
+  m = erf_risk._check_slr_task(task, "train_erf").options["m"]
+  params0 = {name: erf_risk._check_direction(name, params0[name], m) for name in ("k", "v")}
+  objective = erf_risk.make_erf_objective(task, lam)
+  risk = erf_risk._erf_risk_fn(task)  # records need the value only, not its gradient
+  k_star, v_star = (jnp.asarray(task.extras[name]) for name in ("k_star", "v_star"))
+
+  def step_objective(params, step, phase):
+    value, grads = objective(params, step, phase)
+    return value, erf_slr.tangent_gradients(params, grads) if riemannian else grads
+
+  def record(params):
+    return {"risk": risk(params["k"], params["v"], lam), "k": params["k"], "v": params["v"],
+            "k_overlap": params["k"] @ k_star, "v_overlap": params["v"] @ v_star}
+
+  loop = runner.make_runner(plan.slots(), functools.partial(models.group_labels,
+                                                            erf_slr.GROUPS),
+                            lambda key: step_objective, record,
+                            num_steps=plan.total_steps, record_every=record_every,
+                            max_value=max_risk, constrain=erf_slr.project_to_sphere)
+  trace = jax.jit(loop)(params0, jax.random.key(0), plan.data())
+  records = trace.records
+  return ErfRun(trace.params, records["steps"], records["risk"], records["k"], records["v"],
+                records["k_overlap"], records["v_overlap"], trace.diverged, trace.diverged_step)
