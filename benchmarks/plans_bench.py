@@ -6,7 +6,7 @@ Times, after compilation, on occurrence(50):
      chunks of 64, which keeps the quadrature intermediates in cache);
   2. step-by-step exact population GD (joint plan, η = 1) on the 2 tied groups;
   3. the same on all 50 tokens (singletons, no tying);
-  4. the eager entry point lj.closed_form.three_phase: its first call (setup and
+  4. the eager entry point lj.closed_form.three_phase_outcome: its first call (setup and
      compilation) and then repeated calls with new random η and T (finite or ∞),
      which reuse the compiled function;
 and, as the baseline measured in the same run, what one writes without lagjax:
@@ -80,18 +80,18 @@ def closed_form_cases(lang: lj.Language, n_configs: int, repeats: int) -> dict:
 
 
 def eager_three_phase_case(lang: lj.Language, repeats: int) -> dict:
-  """Case 4: lj.closed_form.three_phase, first call vs repeated calls with new numbers.
+  """Case 4: lj.closed_form.three_phase_outcome, first call vs repeated calls with new numbers.
 
   Each repeated call draws η as random_etas does and alternates T = 10^4 and T = ∞;
   it includes the exact 0-1 error and the conversion of the result to floats.
   """
   rng = np.random.default_rng(1)
-  first = harness.timed(lj.closed_form.three_phase, lang, *ETAS, OUTPUT_STEPS)
+  first = harness.timed(lj.closed_form.three_phase_outcome, lang, *ETAS, OUTPUT_STEPS)
   times = []
   for k in range(repeats):
     etas = [float(x) for x in random_etas(rng, 1)[0]]
     steps = OUTPUT_STEPS if k % 2 else math.inf
-    times.append(harness.timed(lj.closed_form.three_phase, lang, *etas, steps))
+    times.append(harness.timed(lj.closed_form.three_phase_outcome, lang, *etas, steps))
   return {"first": first, "repeat": float(np.median(times))}
 
 
@@ -183,7 +183,8 @@ def run(quick: bool) -> dict:
       (f"closed form {plan}, d=50 tied, one config", closed["single"], 2e-3, sgd),
       (f"closed form {plan}, vmap {n_configs} random η (per config)", closed["vmap"], 100e-6, sgd),
       (f"same sweep as lax.map, batch_size {CHUNK} (per config)", closed["chunked"], 100e-6, sgd),
-      ("lj.closed_form.three_phase eager call, new random η, T = 10^4 or ∞ (after the first)",
+      ("lj.closed_form.three_phase_outcome eager call, new random η, T = 10^4 or ∞ "
+       "(after the first)",
        eager["repeat"], 10e-3, sgd),
       (f"exact population GD step, joint η={GD_ETA:g}, d=50 tied (2 groups)", tied["per_step"],
        100e-6, sgd_step),
@@ -230,7 +231,7 @@ def table(results: dict) -> str:
       f"XLA cost analysis of the vmapped sweep, per config: {cost['flops']:.3g} flops, "
       f"{cost['transcendentals']:.3g} transcendentals, {cost['bytes accessed'] / 1e3:.0f} kB "
       "accessed.",
-      f"lj.closed_form.three_phase first call (setup, compilation): "
+      f"lj.closed_form.three_phase_outcome first call (setup, compilation): "
       f"{format_seconds(checks['three_phase_first_call'])}.",
       f"checks: closed-form final R = {checks['closed_form_final_risk']:.3e}; finite vmapped "
       f"risks {checks['vmap_finite_risks']}/{checks['n_configs']}; GD R_T tied "

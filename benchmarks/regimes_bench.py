@@ -1,4 +1,4 @@
-"""Timing of the exact three-phase regime lj.regimes.three_phase (docs/theory.md §8).
+"""Timing of the exact three-phase regime lj.regimes.three_phase_regime (docs/theory.md §8).
 
 Times, after compilation (one compile serves every d), the whole call
 three_phase(occurrence(d), ε = 1e-3) for d = 50 … 10^5 (the language is built
@@ -49,13 +49,13 @@ def run(quick: bool) -> dict:
   info = harness.machine()
   repeats = 5 if quick else 15
   languages = {d: lj.occurrence(d) for d in DS}
-  regime_of = {d: regimes.three_phase(languages[d], EPS) for d in DS}  # compiles once
-  times = {d: median_time(lambda lang=languages[d]: regimes.three_phase(lang, EPS).delta_eps,
+  regime_of = {d: regimes.three_phase_regime(languages[d], EPS) for d in DS}  # compiles once
+  times = {d: median_time(lambda lang=languages[d]: regimes.three_phase_regime(lang, EPS).delta_eps,
                           repeats=repeats) for d in DS}
   regime = regime_of[50]
   eta1 = np.geomspace(1.0, 0.99 * regime.eta1_max, 10_000)
   law = median_time(regime.eta2_min, eta1, repeats=repeats)
-  finite = regimes.three_phase(languages[50], EPS, steps=STEPS)
+  finite = regimes.three_phase_regime(languages[50], EPS, steps=STEPS)
   bisection = median_time(finite.eta2_min, eta1[:: len(eta1) // 64][:64], repeats=repeats)
   grid = grid_baseline(max(3, repeats // 3))
   rows = [(f"three_phase(occurrence({d}), ε = 1e-3), whole call", times[d],

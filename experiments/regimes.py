@@ -96,7 +96,7 @@ def regime_rows(config, ds) -> tuple[list[dict], dict]:
   """One row per d; also the Regime objects by d."""
   rows, by_d = [], {}
   for d in ds:
-    regime = regimes.three_phase(language(config, d), config.eps, eta3=config.eta3)
+    regime = regimes.three_phase_regime(language(config, d), config.eps, eta3=config.eta3)
     paper_delta = float(regime.delta_of(float(d), float(d) ** 2))
     by_d[int(d)] = regime
     rows.append({"d": int(d), "b": regime.b, "c": regime.c, "abs_c": abs(regime.c),
@@ -156,7 +156,7 @@ def collapse_figure(config, regime_by_d, path) -> list[dict]:
   fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
   residuals = []
   for d in config.collapse_d:
-    regime = regimes.three_phase(language(config, d), config.eps, eta3=config.eta3,
+    regime = regimes.three_phase_regime(language(config, d), config.eps, eta3=config.eta3,
                                  steps=config.collapse_steps)
     risk = np.asarray(regime.risk_of(grid1, grid2))
     delta = np.asarray(regime.delta_of(grid1, grid2))
@@ -248,7 +248,7 @@ def lengths_table(config, workdir) -> tuple[list[dict], str]:
   for mean in config.lengths.means:
     for name in config.lengths.laws:
       lang = lj.occurrence(d, length=LENGTH_LAWS[name](mean))
-      regime = regimes.three_phase(lang, config.eps, eta3=config.eta3)
+      regime = regimes.three_phase_regime(lang, config.eps, eta3=config.eta3)
       error_ls, error_rule = uniform_attention_errors(lang, regime.floor_beta)
       rows.append({"mean_length": mean, "law": name, "P(y=+1)": lang.positive_rate(),
                    "output_only_floor": regime.risk_floor,
@@ -364,7 +364,7 @@ def main(argv):
   rows, by_d = regime_rows(config, ds)
   for d in set(config.collapse_d) | set(config.boundary_d):  # the figures' d, once each
     if d not in by_d:
-      by_d[d] = regimes.three_phase(language(config, d), config.eps, eta3=config.eta3)
+      by_d[d] = regimes.three_phase_regime(language(config, d), config.eps, eta3=config.eta3)
   fits = fit_rows(rows, config.fit_rtol)
   residuals = collapse_figure(config, by_d, os.path.join(workdir, "collapse.png"))
   boundary_figure(config, by_d, os.path.join(workdir, "boundary.png"))

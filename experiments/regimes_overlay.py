@@ -19,7 +19,7 @@ from lagjax import regimes
 
 @functools.lru_cache(maxsize=64)
 def _regime(language: str, letters: tuple, d: int, steps: int, eps: float, eta3: float):
-  return regimes.three_phase(lj.languages.make(language, d, letters), eps, eta3=eta3,
+  return regimes.three_phase_regime(lj.languages.make(language, d, letters), eps, eta3=eta3,
                              steps=steps)
 
 

@@ -75,7 +75,7 @@ def validate(config) -> dict:
   if unknown or not config.plans:
     raise ValueError(f"config.plans has unknown or no plans {unknown}; known plans: "
                      f"{sorted(lj.plans.PLANS)}.")
-  lj.risk.resolve_route(config.loss, config.route)
+  lj.validation.check_choice("config.route", config.route, ("auto", *lj.risk.ROUTES))
   if config.route == "sampled":
     raise ValueError("config.route must be exact for sweeps: 'auto', 'laplace' or 'lattice'.")
   if not config.d_list or any(int(d) != d or d < 2 for d in config.d_list):
@@ -94,7 +94,7 @@ def validate(config) -> dict:
   if not config.max_risk > 0:
     raise ValueError(f"config.max_risk must be > 0; got {config.max_risk}.")
   for d in config.d_list:
-    lj.languages.make(config.language, d, config.letters)
+    lj.risk.resolve_route(config_language(config, d), config.loss, config.route)
   used = {name for plan in config.plans for name in lj.plans.PLANS[plan].eta_names}
   return {name: grid_values(config, name) for name in sorted(used)}
 

@@ -18,8 +18,9 @@ holds the small input checks every layer shares.
 from lagjax import analysis, data, dynamics, models, risk, sweep, tasks, validation
 from lagjax.analysis import finite_sample, regimes, scaling
 from lagjax.data import languages, lengths, partition
-from lagjax.data.languages import Language, all_of, any_of, occurrence
+from lagjax.data.languages import Language
 from lagjax.data.lengths import fixed, geometric, shifted_poisson
+from lagjax.data.occurrence import all_of, any_of, occurrence
 from lagjax.dynamics import closed_form, metrics, plans, runner, task_train
 from lagjax.dynamics.train import Run, train, train_kqv
 from lagjax.models.direct import forward_counts, forward_tokens, init_params

@@ -169,12 +169,12 @@ def test_simulator_equals_train(plan_key, cls):
 
 
 def test_three_phase_closed_form():
-  """closed_form.three_phase at a large finite T = lj.train (params, risk, 0-1 error), and
+  """closed_form.three_phase_outcome at a large finite T = lj.train (params, risk, 0-1 error), and
   = steps=math.inf, with T chosen so that (1 - η3 λ)^T < 1e-13 on every eigenvalue."""
   lang = lj.occurrence(D)
   partition = lj.partition.of_language(lang)
   etas = (8.0, 64.0, 1.0)
-  limit = closed_form.three_phase(lang, *etas, math.inf)
+  limit = closed_form.three_phase_outcome(lang, *etas, math.inf)
   # λ of the last output phase's metric-scaled H, at the α the attention step reached.
   alpha = jnp.asarray(partition.group(np.asarray(limit["params"]["alpha"])))
   hessian, _ = lj.risk.laplace.attention_moments(lang, partition)({"alpha": alpha})
@@ -183,7 +183,7 @@ def test_three_phase_closed_form():
   contraction = np.abs(1 - etas[2] * eigenvalues).max()
   assert contraction < 1
   steps = math.ceil(math.log(1e-13) / math.log(contraction))
-  finite = closed_form.three_phase(lang, *etas, steps)
+  finite = closed_form.three_phase_outcome(lang, *etas, steps)
   run = lj.train(lang, lj.plans.three_phase(*etas, steps), record_every=steps + 2)
   for name in ("alpha", "beta"):
     np.testing.assert_allclose(finite["params"][name], run.params[name], rtol=0, atol=TOL)
@@ -241,10 +241,11 @@ def test_quadratic_risk_at_a_zero_risk_minimizer_is_nonnegative(seed):
 def test_three_phase_reports_divergence():
   """η3 = 100 makes the last output phase expand (|1 - η3 λ| > 1): T = ∞ is marked
   diverged, with a NaN 0-1 error instead of an error about non-finite params."""
-  result = closed_form.three_phase(lj.occurrence(D), 16.0, 200.0, 100.0, math.inf)
+  result = closed_form.three_phase_outcome(lj.occurrence(D), 16.0, 200.0, 100.0, math.inf)
   assert result["diverged"]
   assert math.isnan(result["error"])
-  assert not closed_form.three_phase(lj.occurrence(D), 16.0, 200.0, 1.0, math.inf)["diverged"]
+  outcome = closed_form.three_phase_outcome(lj.occurrence(D), 16.0, 200.0, 1.0, math.inf)
+  assert not outcome["diverged"]
 
 
 @pytest.mark.parametrize("steps", [10**4, math.inf])
@@ -256,7 +257,7 @@ def test_three_phase_risk_is_nonnegative_near_zero_risk(steps):
   error (a few ε on terms of size 1: 1e-14) of it.
   """
   lang = lj.occurrence(D)
-  result = closed_form.three_phase(lang, 16.0, 200.0, 1.0, steps)
+  result = closed_form.three_phase_outcome(lang, 16.0, 200.0, 1.0, steps)
   assert not result["diverged"]
   assert 0.0 <= result["risk"] < 1e-14
   partition = lj.partition.of_language(lang)

@@ -36,9 +36,9 @@ def compilations(caplog, call) -> list[str]:
 
 
 CASES = {
-    "three_phase": [lambda: lj.closed_form.three_phase(LANG, 8.0, 64.0, 1.0, 40),
-                    lambda: lj.closed_form.three_phase(LANG, 5.0, 30.0, 0.7, 17),
-                    lambda: lj.closed_form.three_phase(LANG, 6.0, 50.0, 0.9, math.inf)],
+    "three_phase": [lambda: lj.closed_form.three_phase_outcome(LANG, 8.0, 64.0, 1.0, 40),
+                    lambda: lj.closed_form.three_phase_outcome(LANG, 5.0, 30.0, 0.7, 17),
+                    lambda: lj.closed_form.three_phase_outcome(LANG, 6.0, 50.0, 0.9, math.inf)],
     # α within one quadrature window (|α| <= 1): the same grid size for both θ.
     "population_risk": [lambda: lj.population_risk(LANG, tied(0.3, 0.5)),
                         lambda: lj.population_risk(LANG, tied(-0.8, 1.5))],

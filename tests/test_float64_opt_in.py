@@ -28,7 +28,8 @@ builders = {
     "lj.error_rate": lambda: lj.error_rate(lang, theta),
     "lj.sampled_risk": lambda: lj.sampled_risk(jax.random.key(0), lang, theta),
     "lj.train": lambda: lj.train(lang, lj.plans.joint(1.0, 2)),
-    "lj.closed_form.three_phase": lambda: lj.closed_form.three_phase(lang, 1.0, 1.0, 1.0, 2),
+    "lj.closed_form.three_phase_outcome":
+        lambda: lj.closed_form.three_phase_outcome(lang, 1.0, 1.0, 1.0, 2),
     "lj.tasks.get_task": lambda: lj.tasks.get_task("occurrence", d=5),
 }
 for name, build in builders.items():

@@ -1,4 +1,5 @@
-"""Exact step-size regimes (lagjax/analysis/regimes.py, docs/theory.md §8) against independent routes.
+"""Exact step-size regimes (lagjax/analysis/regimes.py, docs/theory.md §8) against independent
+routes.
 
 The oracle for Δ and the final risk is lj.closed_form's plan simulator, which
 differentiates the Laplace *risk* route (jax.grad, then two jacfwd) where
@@ -48,7 +49,7 @@ def simulate():
 
 @pytest.fixture(scope="module")
 def regime():
-  return regimes.three_phase(lj.occurrence(D), EPS)
+  return regimes.three_phase_regime(lj.occurrence(D), EPS)
 
 
 def random_pairs(seed, wall, d, size=8):
@@ -84,7 +85,7 @@ def test_delta_matches_two_explicit_gradient_steps(d):
     alpha = -eta2 * grad({"alpha": zero, "beta": beta1})["alpha"] / sizes
     return alpha[0] - alpha[1]
 
-  regime = regimes.three_phase(lang, EPS)
+  regime = regimes.three_phase_regime(lang, EPS)
   eta1, eta2 = random_pairs(d, regime.eta1_max, d)
   expected = np.asarray(jax.jit(jax.vmap(delta))(eta1, eta2))
   np.testing.assert_allclose(regime.delta_of(eta1, eta2), expected, rtol=1e-10,
@@ -121,7 +122,7 @@ def test_grid_success_contour_lies_on_the_exact_boundary(simulate, regime):
   grid = np.stack(np.meshgrid(eta1, eta2, indexing="ij"), -1).reshape(-1, 2)
   _, risk = simulate(np.concatenate([grid, np.ones((grid.shape[0], 1))], 1))
   success = np.asarray(risk).reshape(64, 64) <= EPS
-  exact = np.asarray(regimes.three_phase(lj.occurrence(D), EPS, steps=STEPS).eta2_min(eta1))
+  exact = np.asarray(regimes.three_phase_regime(lj.occurrence(D), EPS, steps=STEPS).eta2_min(eta1))
   for i in range(64):
     np.testing.assert_array_equal(success[i], eta2 >= exact[i], err_msg=f"η1 = {eta1[i]:.4g}")
   assert not success[eta1 > regime.eta1_max].any()
@@ -135,8 +136,8 @@ def test_finite_horizon_boundary_is_the_verified_law_or_a_bisection():
   way η2_min succeeds and 1e-9 below it fails (bisection width 1e-12 in log η2)."""
   lang = lj.occurrence(20)
   eta1 = np.array([10.0, 100.0])
-  law = np.asarray(regimes.three_phase(lang, EPS).eta2_min(eta1))
-  long, short = (regimes.three_phase(lang, EPS, steps=steps) for steps in (1000, 100))
+  law = np.asarray(regimes.three_phase_regime(lang, EPS).eta2_min(eta1))
+  long, short = (regimes.three_phase_regime(lang, EPS, steps=steps) for steps in (1000, 100))
   verified, bisected = np.asarray(long.eta2_min(eta1)), np.asarray(short.eta2_min(eta1))
   np.testing.assert_allclose(verified, law, rtol=2e-10)
   assert np.isinf(bisected[0]) and bisected[1] > law[1] * (1 + 1e-3)
@@ -150,9 +151,9 @@ def test_eta3_stability_limit():
   """Phase 3 at T = ∞ converges for η3 just below 2/λ_max and diverges just above."""
   lang = lj.occurrence(20)
   eta1, eta2 = 20.0, 400.0
-  limit = float(regimes.three_phase(lang, EPS).eta3_max(eta1, eta2))
-  below = regimes.three_phase(lang, EPS, eta3=limit * (1 - 1e-6)).risk_of(eta1, eta2)
-  above = regimes.three_phase(lang, EPS, eta3=limit * (1 + 1e-6)).risk_of(eta1, eta2)
+  limit = float(regimes.three_phase_regime(lang, EPS).eta3_max(eta1, eta2))
+  below = regimes.three_phase_regime(lang, EPS, eta3=limit * (1 - 1e-6)).risk_of(eta1, eta2)
+  above = regimes.three_phase_regime(lang, EPS, eta3=limit * (1 + 1e-6)).risk_of(eta1, eta2)
   assert np.isfinite(below) and below < 0.5
   assert not (np.isfinite(above) and above < 1e8)
 
@@ -161,27 +162,27 @@ def test_steps_needed_is_the_first_step_within_eps():
   """R_T - R_∞ <= ε at T = steps_needed and > ε one step before."""
   lang = lj.occurrence(20)
   eta1, eta2 = 20.0, 400.0
-  regime = regimes.three_phase(lang, EPS)
+  regime = regimes.three_phase_regime(lang, EPS)
   steps = int(regime.steps_needed(eta1, eta2))
   limit = float(regime.risk_of(eta1, eta2))
-  at = float(regimes.three_phase(lang, EPS, steps=steps).risk_of(eta1, eta2))
-  before = float(regimes.three_phase(lang, EPS, steps=steps - 1).risk_of(eta1, eta2))
+  at = float(regimes.three_phase_regime(lang, EPS, steps=steps).risk_of(eta1, eta2))
+  before = float(regimes.three_phase_regime(lang, EPS, steps=steps - 1).risk_of(eta1, eta2))
   assert steps > 1 and at - limit <= EPS < before - limit
 
 
 def test_new_numbers_do_not_retrace():
   """New d, ε and η3 reuse the compiled functions of the same structure."""
-  regimes.three_phase(lj.occurrence(30), EPS)
+  regimes.three_phase_regime(lj.occurrence(30), EPS)
   sizes = [f._cache_size() for f in (regimes._analyse, regimes._risk_of_delta)]
   for d, eps, eta3 in [(31, 2e-3, 0.5), (400, 1e-4, 1.5), (12, 1e-2, 1.0)]:
-    regime = regimes.three_phase(lj.occurrence(d), eps, eta3=eta3)
+    regime = regimes.three_phase_regime(lj.occurrence(d), eps, eta3=eta3)
     regime.risk_of_delta(1.0)
   assert [f._cache_size() for f in (regimes._analyse, regimes._risk_of_delta)] == sizes
 
 
 def test_cls_has_two_coordinates_and_bisection_boundary():
   """With CLS, α_cls moves too: two coordinates; the bisection boundary still has R = ε."""
-  regime = regimes.three_phase(lj.occurrence(20), EPS, cls=True)
+  regime = regimes.three_phase_regime(lj.occurrence(20), EPS, cls=True)
   assert regime.coordinates == 2 and regime.risk_of_delta is None
   eta1 = np.array([0.3, 1.0, 3.0])
   eta2 = np.asarray(regime.eta2_min(eta1))
@@ -193,15 +194,16 @@ def test_cls_has_two_coordinates_and_bisection_boundary():
 @pytest.mark.parametrize("eps", [0.0, -1.0, math.nan, math.inf, 0.5, 0.7])
 def test_bad_eps(eps):
   with pytest.raises(ValueError, match="eps"):
-    regimes.three_phase(lj.occurrence(10), eps)
+    regimes.three_phase_regime(lj.occurrence(10), eps)
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: regimes.three_phase(lj.occurrence(10), EPS, loss="logistic"), "experiments.sweep"),
+    (lambda: regimes.three_phase_regime(lj.occurrence(10), EPS, loss="logistic"),
+     "experiments.sweep"),
     (lambda: regimes.of_plan("joint", lj.occurrence(10), EPS), "experiments.sweep"),
-    (lambda: regimes.three_phase("occurrence", EPS), "experiments.sweep"),
-    (lambda: regimes.three_phase(lj.occurrence(10), EPS, steps=0), "steps"),
-    (lambda: regimes.three_phase(lj.occurrence(10), EPS, eta3=-1.0), "eta3"),
+    (lambda: regimes.three_phase_regime("occurrence", EPS), "experiments.sweep"),
+    (lambda: regimes.three_phase_regime(lj.occurrence(10), EPS, steps=0), "steps"),
+    (lambda: regimes.three_phase_regime(lj.occurrence(10), EPS, eta3=-1.0), "eta3"),
 ])
 def test_outside_reach_names_the_route(call, match):
   with pytest.raises(ValueError, match=match):
@@ -223,7 +225,7 @@ def expected_floor(lang, mean_inverse_length):
 ])
 def test_output_only_floor_matches_the_closed_form(length, mean_inverse):
   lang = lj.occurrence(50, length=length)
-  floor = regimes.three_phase(lang, EPS).risk_floor
+  floor = regimes.three_phase_regime(lang, EPS).risk_floor
   assert floor == pytest.approx(expected_floor(lang, mean_inverse), abs=1e-12)
 
 

@@ -7,6 +7,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+import chex  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -14,8 +15,9 @@ import pytest  # noqa: E402
 import lagjax as lj  # noqa: E402
 from experiments import scaling_protocol as experiment  # noqa: E402
 from experiments.configs import scaling as scaling_config  # noqa: E402
-from lagjax import closed_form, finite_sample, languages, metrics, scaling  # noqa: E402
+from lagjax import closed_form, finite_sample, metrics, scaling  # noqa: E402
 from lagjax import partition as partition_lib  # noqa: E402
+from lagjax.data import sampling  # noqa: E402
 from lagjax.risk import laplace  # noqa: E402
 
 EPSILON = 1e-3
@@ -117,7 +119,7 @@ def test_poisson_count_sampler_matches_the_length_law():
   pi = np.array([0.1, 0.2, 0.3, 0.4])
   for lang in (lj.occurrence(4, pi=pi, length=lj.geometric(0.2)),
                lj.occurrence(4, pi=pi, length=lj.shifted_poisson(3.0))):
-    counts, labels = jax.jit(lambda k, lang=lang: languages.sample_counts_poisson(k, lang, n))(
+    counts, labels = jax.jit(lambda k, lang=lang: sampling.sample_counts_poisson(k, lang, n))(
         jax.random.key(1))
     counts = np.asarray(counts)
     avoid = float(lang.length.pgf(1.0 - pi[0]))
@@ -266,19 +268,30 @@ def test_binary_smoke(tmp_path):
                     "n_star_90_lo", "n_star_90_hi"]
 
 
-def test_forward_linear_equals_forward_counts_past_the_exp_range():
-  """The O(N d) forward pass equals models.direct.forward_counts (per-string max shift) when the
-  scores spread by 1000, past float64's exp range: strings without the top token must
-  not give 0/0. Both are ratios of sums of ≤ 50 positive terms: 1e-12 is roundoff."""
+@pytest.mark.parametrize("alpha, path", [
+    ((1000.0, 0.3, -2.0, 1.0, 0.0, 5.0), "two clusters"),         # past float64's exp range
+    ((1000.0, 0.3, -2.0, 1.0, -900.0, 5.0), "log-sum-exp"),       # three clusters
+    ((0.5, 0.3, -2.0, 1.0, 0.0, 5.0), "two clusters"),            # one cluster
+])
+@pytest.mark.parametrize("cls", [False, True])
+def test_forward_counts_paths_agree_past_the_exp_range(alpha, path, cls):
+  del path  # the case's name
+  """models.direct.forward_counts (two-cluster products, or log-sum-exp for three clusters)
+  equals the per-string log-sum-exp form on strings with and without the top token: no 0/0.
+  Both are ratios of sums of <= 50 positive terms: 1e-12 is roundoff."""
   rng = np.random.default_rng(1)
   counts = jnp.asarray(rng.poisson(0.5, size=(300, 6)).astype(float))
   counts = counts.at[:, 1].add(1.0)                       # no empty string
-  params = {"alpha": jnp.asarray([1000.0, 0.3, -2.0, 1.0, 0.0, 5.0]),
-            "beta": jnp.asarray(rng.normal(size=6))}
+  lowest = jnp.zeros((2, 6)).at[:, 4].set(jnp.asarray([1.0, 3.0]))
+  counts = jnp.concatenate([counts, lowest])              # strings of the lowest token only
+  params = {"alpha": jnp.asarray(alpha), "beta": jnp.asarray(rng.normal(size=6))}
+  if cls:
+    params.update(alpha_cls=jnp.asarray(-1.0), beta_cls=jnp.asarray(0.7))
   assert np.any(np.asarray(counts[:, 0]) == 0) and np.any(np.asarray(counts[:, 0]) > 0)
-  np.testing.assert_allclose(finite_sample.forward_linear(params, counts),
-                             lj.models.direct.forward_counts(params, counts), rtol=1e-12,
-                             atol=1e-12)
+  reference = lj.models.direct._forward_counts_stable(params, counts)
+  fast = lj.models.direct.forward_counts(params, counts)
+  np.testing.assert_allclose(fast, reference, rtol=1e-12, atol=1e-12)
+  chex.assert_tree_all_finite(fast)
 
 
 @pytest.mark.parametrize("n_grid, message", [

@@ -233,7 +233,7 @@ def test_binary_writes_outputs_and_refuses_other_config(tmp_path):
 @pytest.mark.parametrize("field, value, message", [
     ("d_list", (1,), "d_list"),
     ("plans", ("nope",), "unknown or no plans"),
-    ("route", "nope", "unknown route"),
+    ("route", "nope", "config.route must be one of"),
     ("success_risk", 0.0, "success_risk"),
     ("steps_list", (), "steps_list"),
     ("chunk_size", 0, "chunk_size"),

@@ -138,7 +138,7 @@ def test_default_config_is_balanced(name):
   """P(y = +1) = 1/2 under the balanced geometric law, within 5 standard errors."""
   t = task(name)
   assert t.options["d"] == 50
-  assert lj.languages.Language(**{f: getattr(t.extras["language"], f) for f in (
+  assert lj.data.occurrence.OccurrenceLanguage(**{f: getattr(t.extras["language"], f) for f in (
       "kind", "d", "letters", "pi", "length")}).positive_rate() == pytest.approx(0.5, abs=1e-9)
   positive = np.mean(np.asarray(batch(name, BATCH).targets) > 0)
   assert abs(positive - 0.5) < 5 * 0.5 / math.sqrt(BATCH), positive

@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 
 import lagjax as lj
-from lagjax.dynamics.train import MAX_RISK, choose_partition, make_runner, sample_counts
+from lagjax.data.sampling import sample_counts
+from lagjax.dynamics.runner import MAX_VALUE as MAX_RISK
+from lagjax.dynamics.train import choose_partition, make_runner
 
 EXACT = 1e-12
 

@@ -415,7 +415,7 @@ def test_direct_attention_from_zero_trains_like_the_direct_model():
   chex.assert_trees_all_equal(params, jax.tree.map(jnp.zeros_like, params))  # θ0 = 0
   route = lj.risk_fn(lang, cls=True)
   value_and_grad = jax.value_and_grad(lambda p: route.risk(tf.to_direct(p, fixed, config)))
-  loop = runner.make_runner(
+  loop = runner.make_loop(
       plan.slots(), functools.partial(models.group_labels, tf.GROUPS),
       lambda key: lambda p, t, phase: value_and_grad(p),
       lambda p: tf.to_direct(p, fixed, config), num_steps=plan.total_steps)

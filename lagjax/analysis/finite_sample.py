@@ -8,7 +8,7 @@ empirical Gram matrix H_N = WᵀW/N and g_N = Wᵀy/N its T steps are
 closed_form.output_gd(H_N, g_N, 1, β_1, η3, T) (docs/theory.md §5), exact and
 O(N d² + d³) whatever T is.
 
-One seed draws N_max strings per phase (count vectors, languages.sample_counts_poisson)
+One seed draws N_max strings per phase (count vectors, sampling.sample_counts_poisson)
 and every N of the grid uses the first N of them (common random numbers: each N's
 success rate is unbiased, and the curves over N are smoother).
 """
@@ -22,9 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagjax import validation
-from lagjax.data import languages
+from lagjax.data import languages, sampling
 from lagjax.data import partition as partition_lib
 from lagjax.dynamics import closed_form
+from lagjax.models import direct
 from lagjax.risk import base
 from lagjax.risk import error as error_lib
 
@@ -32,56 +33,14 @@ MEMORY_PER_BATCH = 2**29   # bytes of count vectors held per vmapped batch of se
 GRAM_BLOCK = 256           # rows of W per block of the Gram matrix
 
 
-CLUSTER_GAP = 600.0   # e^-600 ≈ 1e-261: below float64 resolution relative to e^0
-
-
-def _scales(alpha, counts):
-  """Per-string token scales u_iσ = e^{α_σ - m_i} as two shared vectors and a row choice.
-
-  Scores split into a top cluster (α >= max α - CLUSTER_GAP) and the rest. A string with
-  a top token uses u_top = e^{α - max α} on the top tokens (the rest weigh < e^-600
-  relative, nothing in float64); a string without one uses u_rest = e^{α - max α_rest}
-  on the rest. So no exponential is taken per entry, and score spreads up to
-  CLUSTER_GAP within each cluster are exact; beyond, a string of underflowed tokens
-  only gives NaN, which callers count as a failure.
-
-  Returns:
-    (u_top (d,), u_rest (d,), has_top (N,) bool).
-  """
-  top = alpha >= jnp.max(alpha) - CLUSTER_GAP
-  u_top = jnp.where(top, jnp.exp(alpha - jnp.max(alpha)), 0.0)
-  rest_max = jnp.max(jnp.where(top, -jnp.inf, alpha))
-  u_rest = jnp.where(top, 0.0, jnp.exp(jnp.where(top, 0.0, alpha - rest_max)))
-  return u_top, u_rest, (counts @ top.astype(counts.dtype)) > 0
-
-
-def forward_linear(params, counts):
-  """f_θ(c) = Σ_σ c_σ u_σ β_σ / Σ_σ c_σ u_σ with the scales of `_scales` (docs/theory.md §2).
-
-  Four matrix-vector products and no exponential per entry, so O(N d) cheap; equal to
-  models.direct.forward_counts up to roundoff (see `_scales` for the score-spread condition).
-  """
-  u_top, u_rest, has_top = _scales(params["alpha"], counts)
-  beta = params["beta"]
-  numerator = jnp.where(has_top, counts @ (u_top * beta), counts @ (u_rest * beta))
-  return numerator / jnp.where(has_top, counts @ u_top, counts @ u_rest)
-
-
 def empirical_risk(params, counts, labels, weights):
   """Σ_i weights_i ½ (f_θ(c_i) - y_i)², the empirical risk R̂_N with weights 1/N on the
   first N strings and 0 on the rest (docs/theory.md §2)."""
-  return jnp.sum(weights * base.squared_loss(forward_linear(params, counts), labels))
-
-
-def attention_masses(alpha, counts):
-  """W_iσ = c_iσ u_σ / Σ_τ c_iτ u_τ, the attention mass of token type σ in string i."""
-  u_top, u_rest, has_top = _scales(alpha, counts)
-  weighted = counts * jnp.where(has_top[:, None], u_top, u_rest)
-  return weighted / weighted.sum(-1, keepdims=True)
+  return jnp.sum(weights * base.squared_loss(direct.forward_counts(params, counts), labels))
 
 
 def empirical_gram(alpha, counts, labels, n, block: int = GRAM_BLOCK):
-  """(H_N, g_N) = (WᵀW/N, Wᵀy/N) over the first n strings, W = attention_masses(α, c).
+  """(H_N, g_N) = (WᵀW/N, Wᵀy/N) over the first n strings, W = direct.attention_masses(α, c).
 
   A loop over blocks of `block` rows whose trip count is ceil(n/block), so the work
   is O(n d²) for a traced n while one compiled function serves every n.
@@ -95,7 +54,7 @@ def empirical_gram(alpha, counts, labels, n, block: int = GRAM_BLOCK):
     gram, target = sums
     rows = jax.lax.dynamic_slice_in_dim(counts, b * block, block)
     keep = (b * block + jnp.arange(block)) < n
-    masses = attention_masses(alpha, rows) * keep[:, None]
+    masses = direct.attention_masses(alpha, rows) * keep[:, None]
     y = jax.lax.dynamic_slice_in_dim(labels, b * block, block)
     return gram + masses.T @ masses, target + masses.T @ y
 
@@ -105,19 +64,11 @@ def empirical_gram(alpha, counts, labels, n, block: int = GRAM_BLOCK):
 
 
 def error_route(lang: languages.Language, error_samples: int):
-  """report(params) -> {"error": 0-1 error} for per-token params: exact by lattice where
-  enumeration fits, else the mean over a fixed sample of `error_samples` strings drawn
+  """report(params) -> {"error": 0-1 error} for per-token params, by error.best_route: exact
+  where a route fits, else the mean over a fixed sample of `error_samples` strings drawn
   with sample_counts_poisson (standard error <= sqrt(e(1-e)/error_samples))."""
-  partition = partition_lib.singletons(lang.d)
-  report, name = error_lib.best_route(lang, partition, error_samples=1)
-  if name != "sampled":
-    return report, name
-  counts, labels = languages.sample_counts_poisson(jax.random.key(2**31 - 1), lang, error_samples)
-
-  def sampled(params):
-    return {"error": jnp.mean(base.zero_one_error(forward_linear(params, counts), labels))}
-
-  return sampled, "sampled"
+  return error_lib.best_route(lang, partition_lib.singletons(lang.d), error_samples,
+                              sampler=sampling.sample_counts_poisson)
 
 
 def output_phase(gram, target, beta0, eta, steps):
@@ -161,7 +112,7 @@ def make_success_curve(lang: languages.Language, n_grid, *, eta1: float, eta2: f
   rows = jnp.arange(n_max)
 
   def one_seed(key):
-    (c1, y1), (c2, y2), (c3, y3) = (languages.sample_counts_poisson(k, lang, n_max)
+    (c1, y1), (c2, y2), (c3, y3) = (sampling.sample_counts_poisson(k, lang, n_max)
                                     for k in jax.random.split(key, 3))
 
     def at(n):

@@ -43,16 +43,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lagjax import risk as risk_lib
 from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.dynamics import closed_form
 from lagjax.models import kqv
-from lagjax.risk import laplace
+from lagjax.risk import moments as moments_lib
 
-# Quadrature window: left = 38 + log(mean length bound); one bound per factor e^16 of the
-# mean, so every d up to ~9e6 shares one compiled function (extra nodes only add accuracy).
-LOG_MEAN_BUCKET = 16.0
 RTOL = 1e-12            # root-finder stopping width (relative); the claim is 1e-10
 LAW_CHECK = 1e-10       # finite T: the law's η2 is verified at η2_law·(1 + LAW_CHECK)
 MAX_ITER = 200
@@ -69,21 +67,14 @@ SWEEP_ROUTE = ("map it with the grid sweep instead: python -m experiments.sweep 
 class _Static:
   """The static structure of a problem: one compiled function per value."""
 
-  cls: bool
-  letter: int          # index of the letters' group in the stacked scores
-  other: int           # index of a group of non-letters
-  left: float
-  width: int
-  num_points: int
+  grid: moments_lib.Grid  # the quadrature grid of the moments (H, g)
+  letter: int          # index of the letters' token group in the stacked scores
+  other: int           # index of a token group of non-letters
 
 
-class _Problem(NamedTuple):
-  """Traced description of a tied language: every number that changes with d."""
-
-  masses: jax.Array    # (K, G) π_g 1{g ⊆ S_k}
-  coefs: jax.Array     # (K,) inclusion-exclusion coefficients
-  law: object          # the length law (a pytree)
-  metric: jax.Array    # (G[+1],) group sizes (1 for CLS)
+# The traced description of a tied language (risk.moments.Problem): every number that
+# changes with d.
+_Problem = moments_lib.Problem
 
 
 class Regime(NamedTuple):
@@ -144,19 +135,17 @@ class Regime(NamedTuple):
 
 
 def _moments(static: _Static, problem: _Problem, alpha):
-  return laplace.group_moments(alpha, problem.masses, problem.coefs, problem.law, cls=static.cls,
-                               step=laplace.STEP, left=static.left, width=static.width,
-                               num_points=static.num_points)
+  return moments_lib.moments(static.grid, problem, alpha)
 
 
 def _first_steps(static: _Static, problem: _Problem):
-  """(v, a1, a2): β1 = η1 v and α = η2 (η1 a1 + η1² a2) from θ0 = 0."""
-  zero = jnp.zeros(problem.metric.shape[0])
-  _, target = _moments(static, problem, zero)
-  d_hessian, d_target = jax.jacfwd(lambda a: _moments(static, problem, a))(zero)
+  """(v, a1, a2): β1 = η1 v and α = η2 (η1 a1 + η1² a2) from θ0 = 0, with
+  ∂R/∂α = Bβ + ½ C[β, β] at α = 0 (closed_form.zero_score_constants)."""
+  _, target, linear, quadratic = closed_form.zero_score_constants(
+      lambda a: _moments(static, problem, a), problem.metric.shape[0])
   v = target / problem.metric
-  a1 = (d_target.T @ v) / problem.metric
-  a2 = -0.5 * jnp.einsum("ikj,i,k->j", d_hessian, v, v) / problem.metric
+  a1 = -(linear @ v) / problem.metric
+  a2 = -0.5 * jnp.einsum("jik,i,k->j", quadratic, v, v) / problem.metric
   return v, a1, a2
 
 
@@ -342,23 +331,14 @@ def _eta2_min_bisection(static, problem, v, a1, a2, eta1, eta3, steps, eps, log_
 
 
 def _problem(lang: languages.Language, cls: bool, tied: bool = True):
-  """Groups of `partition.of_language` (or singletons) in NumPy (O(d), no per-token objects)."""
-  index = partition_lib.language_groups(lang) if tied else np.arange(lang.d)
-  pi = lang.pi_array
-  sizes = np.bincount(index).astype(np.float64)
-  first = partition_lib.first_tokens(index, sizes.size)
-  coefs, supports = lang.inclusion_exclusion()
-  masses = supports[:, first] * np.bincount(index, weights=pi)[None, :]
-  letter = int(index[lang.letters[0]])
-  other = int(index[next(s for s in range(lang.d) if s not in lang.letters)])
-  log_mean = max(math.log(max(lang.length.mean, 1.0)), 0.0)
-  left = 38.0 + LOG_MEAN_BUCKET * math.ceil(max(log_mean, 1e-9) / LOG_MEAN_BUCKET)
-  width = laplace.window_width(lang, left=left)
-  windows = sizes.size + int(cls)
-  static = _Static(cls, letter, other, left, width,
-                   laplace.default_num_points(windows, width))
-  metric = np.concatenate([sizes, [1.0]]) if cls else sizes
-  return static, _Problem(masses, coefs, lang.length, metric)
+  """Token groups of `partition.of_language` (or singletons) in NumPy (O(d), no per-token
+  objects), as the risk layer's traced moment problem."""
+  index = partition_lib.token_group_ids(lang) if tied else np.arange(lang.d)
+  grid, problem = moments_lib.problem(lang, index, cls)
+  letters = lang.margin_letters()
+  letter = int(index[letters[0]])
+  other = int(index[next(s for s in range(lang.d) if s not in letters)])
+  return _Static(grid, letter, other), problem
 
 
 def _check_inputs(lang, eps, eta3, steps, loss, cls):
@@ -375,7 +355,7 @@ def _check_inputs(lang, eps, eta3, steps, loss, cls):
   return eps, eta3, float(steps), validation.check_bool("cls", cls)
 
 
-def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
+def three_phase_regime(lang: languages.Language, eps: float, *, eta3: float = 1.0,
                 steps: int | float = math.inf, loss: str = "squared",
                 cls: bool = False, eta2_range: tuple[float, float] = ETA2_RANGE) -> Regime:
   """The exact regime of three_phase(η1, η2, η3, T) from θ0 = 0 (docs/theory.md §8).
@@ -393,7 +373,7 @@ def three_phase(lang: languages.Language, eps: float, *, eta3: float = 1.0,
     A Regime. Its functions reuse compiled code across languages of the same
     structure, so new d, ε, η3 or T do not retrace.
   """
-  validation.require_float64("lj.regimes.three_phase")
+  validation.require_float64("lj.regimes.three_phase_regime")
   eps, eta3, steps, cls = _check_inputs(lang, eps, eta3, steps, loss, cls)
   low, high = (validation.check_positive(f"eta2_range[{i}]", x) for i, x in enumerate(eta2_range))
   if not low < high:
@@ -512,7 +492,7 @@ def kqv_attention_step(lang: languages.Language, fixed: dict) -> Callable:
   α2 = α(G_Q, G_K). jit- and vmap-able.
   """
   validation.require_float64("lj.regimes.kqv_attention_step")
-  risk = laplace.build(lang).risk
+  risk = risk_lib.risk_fn(lang, route="laplace").risk
   attention = ("W_Q", "W_K")
 
   def scores(params, w_q, w_k):
@@ -529,7 +509,7 @@ def kqv_attention_step(lang: languages.Language, fixed: dict) -> Callable:
   return fn
 
 
-REGIMES = {"three_phase": three_phase}
+REGIMES = {"three_phase": three_phase_regime}
 
 
 def of_plan(plan: str, lang: languages.Language, eps: float, **options) -> Regime:
@@ -541,4 +521,4 @@ def of_plan(plan: str, lang: languages.Language, eps: float, **options) -> Regim
   return REGIMES[plan](lang, eps, **options)
 
 
-__all__ = ["REGIMES", "Regime", "kqv_attention_step", "limit_risk", "of_plan", "three_phase"]
+__all__ = ["REGIMES", "Regime", "kqv_attention_step", "limit_risk", "of_plan", "three_phase_regime"]

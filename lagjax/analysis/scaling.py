@@ -24,13 +24,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lagjax import risk as risk_lib
 from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.dynamics import runner
-from lagjax.risk import laplace
+from lagjax.models import direct
 
-MAX_RISK = 1e8
 CHUNK = 512
 OUTCOMES = ("reaches", "trapped_reversed", "stalled", "diverged")
 
@@ -44,8 +44,9 @@ class JointRun(NamedTuple):
       diverged_step: the step t at which (-1 if not).
     steps_run: the last step t whose state was evaluated (the run stops at τ_ε,
       divergence or the cap).
-    risk: R at that last state; alpha, beta: that state (G,); margin:
-      min over letter groups of α_letter - α_rest there (< 0: attention reversed).
+    risk: R at that last state; alpha, beta: that state (G,); margin: the attention
+      margin min_{a∈L} α_a - max_{σ∉L} α_σ there (models.direct.attention_margin;
+      < 0: attention reversed).
     record_risk, record_alpha, record_beta: R(θ_t), α_t, β_t for t = 0…max_steps
       (NaN after the stop), or None when the run does not record.
   """
@@ -74,15 +75,9 @@ def check_language(lang) -> languages.Language:
   return lang
 
 
-def _letter_and_rest_groups(partition: partition_lib.Partition, lang) -> tuple[list[int], int]:
-  letters = [g for g, block in enumerate(partition.blocks) if set(block) <= set(lang.letters)]
-  rest = next(g for g, block in enumerate(partition.blocks) if not set(block) & set(lang.letters))
-  return letters, rest
-
-
 def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
                   record: bool = True, stop_at_epsilon: bool = True, chunk: int = CHUNK,
-                  max_risk: float = MAX_RISK):
+                  max_risk: float = runner.MAX_VALUE):
   """Builds run(η) -> JointRun: exact joint GD from θ0 = 0 until τ_ε, divergence or the cap.
 
   Args:
@@ -106,15 +101,16 @@ def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
   max_steps = validation.check_int("max_steps", max_steps, 1)
   chunk = validation.check_int("chunk", chunk, 1)
   partition = partition_lib.of_language(lang)
-  value_and_grad = jax.value_and_grad(laplace.build(lang, partition).risk)
+  value_and_grad = jax.value_and_grad(risk_lib.risk_fn(lang, route="laplace",
+                                                       partition=partition).risk)
   sizes = jnp.asarray(partition.sizes)
   groups = partition.num_groups
-  letters, rest = _letter_and_rest_groups(partition, lang)
+  letters = lang.margin_letters()
   num_chunks = -(-(max_steps + 1) // chunk)
   length = num_chunks * chunk
 
   def margin(alpha):
-    return jnp.min(alpha[jnp.asarray(letters)]) - alpha[rest]
+    return direct.attention_margin({"alpha": partition.expand(alpha)}, letters)
 
   def run(eta, cap=max_steps):
     cap = jnp.minimum(cap, max_steps)
@@ -181,7 +177,7 @@ def edge_of_stability(lang: languages.Language) -> float:
   validation.require_float64("lj.scaling.edge_of_stability")
   check_language(lang)
   partition = partition_lib.of_language(lang)
-  risk = laplace.build(lang, partition).risk
+  risk = risk_lib.risk_fn(lang, route="laplace", partition=partition).risk
   groups = partition.num_groups
 
   def flat_risk(theta):

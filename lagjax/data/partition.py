@@ -1,4 +1,4 @@
-"""Partitions of Σ into groups of interchangeable tokens (docs/theory.md section 3b).
+"""Token groups: partitions of Σ into interchangeable tokens (docs/theory.md section 3b).
 
 Tokens in one group share α and β and play the same role for the language and
 for π, so f depends only on the group counts. A "grouped" parameter has one
@@ -81,18 +81,17 @@ def first_tokens(index: np.ndarray, num_groups: int) -> np.ndarray:
   return first
 
 
-def language_groups(lang: languages.Language) -> np.ndarray:
-  """Group id of every token (d,) for `of_language`, groups numbered by their first token.
+def token_group_ids(lang: languages.Language) -> np.ndarray:
+  """Token group of every token (d,) for `of_language`, token groups numbered by their first token.
 
-  Vectorized and O(d) for uniform π (d reaches 10^5 in the regime tables).
+  Tokens share a token group when they have the same role (Language.token_roles) and
+  equal π. Vectorized and O(d) for uniform π (d reaches 10^5 in the regime tables).
   """
-  role = np.zeros(lang.d, np.int64)
-  letters = list(lang.letters)
-  role[letters] = np.arange(1, len(letters) + 1) if lang.kind == "all_of" else 1
+  role = np.asarray(lang.token_roles(), np.int64)
   pi = lang.pi_array
   pi_class = (np.zeros(lang.d, np.int64) if pi.min() == pi.max() else
               np.unique(pi, return_inverse=True)[1].reshape(-1))
-  key = pi_class * (len(letters) + 1) + role
+  key = pi_class * (role.max() + 1) + role
   present = np.zeros(key.max() + 1, bool)
   present[key] = True
   compact = np.cumsum(present) - 1  # keys that occur, numbered 0..G-1
@@ -104,20 +103,20 @@ def language_groups(lang: languages.Language) -> np.ndarray:
 
 
 def of_language(lang: languages.Language) -> Partition:
-  """Coarsest partition whose group counts determine the label.
+  """Coarsest partition into token groups that the language declares interchangeable.
 
-  Tokens are merged when they have equal π and the same role: for
-  occurrence/any_of all letters of L play one role (the label depends only on
-  their total count); for all_of each letter is its own group.
+  Tokens are merged when they have equal π and the same role (Language.token_roles:
+  for the occurrence family, every letter of an occurrence/any_of language plays
+  one role, since the label depends only on their total count).
   """
-  index = language_groups(lang)
+  index = token_group_ids(lang)
   tokens = np.split(np.argsort(index, kind="stable"), np.cumsum(np.bincount(index))[:-1])
   return Partition(tuple(tuple(block.tolist()) for block in tokens))
 
 
 def of_params(lang: languages.Language, params) -> Partition:
   """Coarsest refinement of `of_language(lang)` on which α and β are constant."""
-  base = language_groups(lang)  # = of_language(lang).index, without building the blocks
+  base = token_group_ids(lang)  # = of_language(lang).index, without building the blocks
   alpha = np.asarray(params["alpha"], dtype=np.float64)
   beta = np.asarray(params["beta"], dtype=np.float64)
   return _blocks_from_keys([(int(base[s]), alpha[s], beta[s]) for s in range(lang.d)])

@@ -1,7 +1,7 @@
 """Closed-form output phases and O(1)-in-T plans (docs/theory.md section 5).
 
 At fixed α the squared risk is R(β) = ½ βᵀHβ - gᵀβ + ½ with H = E[W Wᵀ],
-g = E[y W] (laplace.attention_moments). Gradient descent with the per-token
+g = E[y W] (risk.moments). Gradient descent with the per-token
 gradient on tied groups of sizes k (metric D = diag(k)) is
     β_{t+1} = β_t - η D^{-1} (H β_t - g).
 In z = Qᵀ D^{1/2} β, with D^{-1/2} H D^{-1/2} = Q Λ Qᵀ and b = Qᵀ D^{-1/2} g,
@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import risk, validation
+from lagjax import risk as risk_lib
+from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.dynamics import plans, runner
-from lagjax.risk import laplace
+from lagjax.dynamics import trajectory as trajectory_lib
+from lagjax.models import direct
+from lagjax.risk import moments as moments_lib
 
 NULL_RTOL = 1e-12
 
@@ -115,20 +117,34 @@ def gram_risk(root, beta):
   return 0.5 * ((beta @ root[:, :-1].T + root[:, -1]) ** 2).sum(-1)
 
 
-def _check_closed_form_plan(plan: plans.Plan):
+def supports(lang: languages.Language, plan: plans.Plan, loss="squared",
+             route: str = "auto") -> str | None:
+  """None if the closed form simulates `plan` on `lang` exactly, else what is missing.
+
+  It needs squared loss on an exact route that gives the moments (H, g)
+  (risk.moments), population objectives, and phases that train one parameter
+  group with plain SGD at a constant step size (output phases are solved as GD
+  in closed form and attention phases stepped as plain GD, so any other
+  optimizer or a schedule would be silently simulated as plain GD).
+  """
+  if loss != "squared":
+    return f"the closed form needs loss 'squared'; got {loss!r}"
+  try:
+    if risk_lib.resolve_route(lang, loss, route) != "laplace":
+      return f"the closed form needs the moments (H, g) of route 'laplace'; got route {route!r}"
+  except ValueError as error:
+    return str(error).rstrip(".")
   for i, phase in enumerate(plan.phases):
     if not isinstance(phase.objective, plans.Population):
-      raise ValueError(f"closed form needs population objectives; phase {i} has "
-                       f"{phase.objective!r}.")
+      return f"the closed form needs population objectives; phase {i} has {phase.objective!r}"
     if phase.group == "both":
-      raise ValueError(f"closed form simulates output and attention phases; phase {i} trains "
-                       "'both' (use lj.train).")
-    # Output phases are solved as GD in closed form, attention phases stepped as plain
-    # GD: any other optimizer or a schedule would be silently simulated as plain GD.
+      return (f"the closed form simulates output and attention phases; phase {i} trains "
+              "'both' (use lj.train)")
     if callable(phase.eta) or phase.optimizer is not plans.optax.sgd:
-      raise ValueError(f"closed-form phases need plain SGD with a constant step size; phase "
-                       f"{i} ({phase.group}) has eta={phase.eta!r}, optimizer="
-                       f"{phase.optimizer!r} (use lj.train).")
+      return (f"closed-form phases need plain SGD with a constant step size; phase {i} "
+              f"({phase.group}) has eta={phase.eta!r}, optimizer={phase.optimizer!r} "
+              "(use lj.train)")
+  return None
 
 
 def make_simulator(lang: languages.Language, plan: plans.Plan, *, cls: bool = False,
@@ -148,7 +164,7 @@ def make_simulator(lang: languages.Language, plan: plans.Plan, *, cls: bool = Fa
   return simulate
 
 
-def three_phase(lang: languages.Language, eta1: float, eta2: float, eta3: float,
+def three_phase_outcome(lang: languages.Language, eta1: float, eta2: float, eta3: float,
                 steps: int | float, *, cls: bool = False) -> dict:
   """The three-phase plan from zero in closed form: one output step (η1), one attention
   step (η2), then `steps` output steps (η3); steps may be math.inf.
@@ -162,7 +178,7 @@ def three_phase(lang: languages.Language, eta1: float, eta2: float, eta3: float,
     1e-12; NaN where neither is feasible or the run diverged) and whether the run
     diverged (then params and risk are not meaningful).
   """
-  validation.require_float64("lj.closed_form.three_phase")
+  validation.require_float64("lj.closed_form.three_phase_outcome")
   plans.three_phase(eta1, eta2, eta3, 1 if steps == math.inf else steps)  # checks η and T
   run = _three_phase_kernel(lang, bool(cls))
   params, final_risk, diverged = run(jnp.asarray([eta1, eta2, eta3], dtype=jnp.float64),
@@ -170,7 +186,7 @@ def three_phase(lang: languages.Language, eta1: float, eta2: float, eta3: float,
   partition = partition_lib.of_language(lang)
   token_params = dict(params, alpha=partition.expand(params["alpha"]),
                       beta=partition.expand(params["beta"]))
-  error = None if diverged else risk.exact_error(lang, token_params)
+  error = None if diverged else risk_lib.exact_error(lang, token_params)
   return {"params": token_params, "risk": float(final_risk),
           "error": float(np.nan) if error is None else error.value, "diverged": bool(diverged)}
 
@@ -186,7 +202,7 @@ def _three_phase_kernel(lang: languages.Language, cls: bool):
   partition = partition_lib.of_language(lang)
   trajectory = make_trajectory(lang, plans.three_phase(1.0, 1.0, 1.0, 1), num_records=1,
                                cls=cls, partition=partition)
-  moments = laplace.attention_moments(lang, partition, cls=cls)
+  moments = moments_lib.moments_fn(lang, partition, cls=cls)
   metric = jnp.asarray(np.concatenate([partition.sizes, [1.0]]) if cls else partition.sizes)
   groups = partition.num_groups
 
@@ -203,50 +219,34 @@ def _three_phase_kernel(lang: languages.Language, cls: bool):
   return jax.jit(run)
 
 
-def _constants_at_zero(moments, unstack, zero, origin):
-  """(H, g, gram_factors(H, g), B, C) at α = 0, from one compiled call (see make_trajectory)."""
-  def stacked_moments(alpha):
-    return moments(unstack(zero, "alpha", alpha))
+def zero_score_constants(moments_at, size: int):
+  """(H, g, B, C) at α = 0 for moments_at(α) -> (H, g) on stacked scores α (size,).
 
+  While α = 0 the attention gradient is a quadratic form in β with no constant
+  term (docs/theory.md §5), ∂R/∂α_j = ½ βᵀ ∂_jH β - ∂_j gᵀ β = (Bβ + ½ C[β, β])_j
+  with B = -(∂g)ᵀ and C_j = ∂_jH; the closed form's attention step from zero and
+  the regime laws (lagjax/analysis/regimes.py) both read these.
+  """
+  origin = jnp.zeros(size)
+  hessian, target = moments_at(origin)
+  d_hessian, d_target = jax.jacfwd(moments_at)(origin)  # (G, G, G), (G, G): last = ∂α_j
+  return hessian, target, -d_target.T, jnp.moveaxis(d_hessian, -1, 0)
+
+
+def _constants_at_zero(moments, unstack, zero, size: int):
+  """(H, g, gram_factors(H, g), B, C) at α = 0 from one compiled call (see make_trajectory)."""
   @jax.jit
   def constants():
-    hessian, target = stacked_moments(origin)
-    d_hessian, d_target = jax.jacfwd(stacked_moments)(origin)  # (G, G, G), (G, G): last = ∂α_j
-    return (hessian, target, gram_factors(hessian, target), -d_target.T,
-            jnp.moveaxis(d_hessian, -1, 0))
+    hessian, target, linear, quadratic = zero_score_constants(
+        lambda alpha: moments(unstack(zero, "alpha", alpha)), size)
+    return hessian, target, gram_factors(hessian, target), linear, quadratic
 
   return constants()
 
 
-class Trajectory(NamedTuple):
-  """A plan simulated in closed form, recorded at `steps` (see make_trajectory)."""
-
-  params: dict           # grouped params at the last finite record
-  steps: jax.Array       # (R,) recorded global steps
-  risk: jax.Array        # (R,) exact squared risk
-  alpha: jax.Array       # (R, G[+1]) grouped α (with α_cls last)
-  beta: jax.Array        # (R, G[+1]) grouped β (with β_cls last)
-  diverged: jax.Array
-  diverged_step: jax.Array
-
-
-def record_steps(total_steps: int, num_records: int) -> np.ndarray:
-  """Recorded global steps: round(k T / K) for k = 0…K (uniform, for the lag metrics)
-  joined with round(T^(k/K)) (geometric, for risk curves on a log axis); sorted, unique."""
-  uniform = np.round(np.linspace(0, total_steps, num_records + 1))
-  geometric = np.round(np.geomspace(1, total_steps, num_records))
-  return np.unique(np.concatenate([uniform, geometric])).astype(np.int64)
-
-
-def uniform_records(total_steps: int, num_records: int) -> np.ndarray:
-  """Mask of the uniformly spaced records among record_steps(total_steps, num_records)."""
-  uniform = np.round(np.linspace(0, total_steps, num_records + 1)).astype(np.int64)
-  return np.isin(record_steps(total_steps, num_records), uniform)
-
-
 def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: int = 64,
                     cls: bool = False, partition: partition_lib.Partition | None = None,
-                    max_risk: float = 1e8):
+                    max_risk: float = runner.MAX_VALUE):
   """Builds trajectory(etas) -> Trajectory from θ0 = 0, exact at every record.
 
   Output phases are evaluated in closed form at their record steps (the risk is
@@ -260,38 +260,27 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
   final values are those of the last finite record.
   """
   validation.require_float64("lj.closed_form.make_trajectory")
-  _check_closed_form_plan(plan)
+  reason = supports(lang, plan)
+  if reason is not None:
+    raise ValueError(f"{reason}.")
   partition = partition or partition_lib.of_language(lang)
   groups = partition.num_groups
   metric = jnp.asarray(np.concatenate([partition.sizes, [1.0]]) if cls else partition.sizes)
-  route = laplace.build(lang, partition, cls=cls)
-  moments = laplace.attention_moments(lang, partition, cls=cls)
+  route = risk_lib.risk_fn(lang, route="laplace", partition=partition, cls=cls)
+  moments = moments_lib.moments_fn(lang, partition, cls=cls)
   value_and_grad = jax.value_and_grad(route.risk)
-  steps = record_steps(plan.total_steps, num_records)
+  steps = runner.record_grid(plan.total_steps, num_records)
   bounds = plan.boundaries
   # Each record belongs to the phase running at its step (the last one to the end).
   owner = np.minimum(np.searchsorted(bounds[1:], steps, side="right"), len(plan.phases) - 1)
 
-  def stack(params, name):
-    value = params[name]
-    return jnp.concatenate([value, params[name + "_cls"][None]]) if cls else value
-
-  def unstack(params, name, value):
-    new = dict(params, **{name: value[:groups]})
-    if cls:
-      new[name + "_cls"] = value[groups]
-    return new
-
-  zero = {"alpha": jnp.zeros(groups), "beta": jnp.zeros(groups)}
-  if cls:
-    zero.update(alpha_cls=jnp.zeros(()), beta_cls=jnp.zeros(()))
-  origin = jnp.zeros(metric.shape[0])
+  stack, unstack = direct.stack, direct.unstack
+  zero = direct.zero_params(groups, cls)
   # Constants while α = 0, computed once here (one compiled call), not per configuration
-  # of a vmapped sweep: H, g, the Gram factors, and the attention gradient's coefficients
-  # ∂R/∂α_j = ½ βᵀ ∂_jH β - ∂_j gᵀ β (docs/theory.md §5), i.e. Bβ + ½ C[β, β] with
-  # B = -(∂g)ᵀ and C_j = ∂_jH.
+  # of a vmapped sweep: H, g, the Gram factors and the attention gradient's coefficients
+  # B, C (zero_score_constants).
   zero_hessian, zero_target, zero_factors, linear, quadratic = (
-      np.asarray(x) for x in _constants_at_zero(moments, unstack, zero, origin))
+      np.asarray(x) for x in _constants_at_zero(moments, unstack, zero, metric.shape[0]))
   scale = metric
 
   def trajectory(etas):
@@ -327,7 +316,7 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
                                                        length=remaining)
         if alpha_is_zero:
           risk_path = jnp.concatenate([first_risk[None], risk_path])
-          alpha_path = jnp.concatenate([origin[None], alpha_path])
+          alpha_path = jnp.concatenate([jnp.zeros((1, metric.shape[0])), alpha_path])
         if i == len(plan.phases) - 1:  # the record at T: the state after the last step
           risk_path = jnp.concatenate([risk_path, route.risk(params)[None]])
           alpha_path = jnp.concatenate([alpha_path, stack(params, "alpha")[None]])
@@ -341,7 +330,8 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
                                                              max_risk, jnp.asarray(steps))
     final = unstack(unstack(params, "alpha", records["alpha"][-1]), "beta",
                     records["beta"][-1])
-    return Trajectory(final, jnp.asarray(steps), records["risk"], records["alpha"],
-                      records["beta"], diverged, diverged_step)
+    return trajectory_lib.Trajectory(final, jnp.asarray(steps), records["risk"],
+                                     records["alpha"], records["beta"], diverged, diverged_step,
+                                     partition, cls)
 
   return trajectory

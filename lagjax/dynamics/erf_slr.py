@@ -35,7 +35,7 @@ class ErfRun(NamedTuple):
 
 
 def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
-              riemannian: bool = True, max_risk: float = 1e8) -> ErfRun:
+              riemannian: bool = True, max_risk: float = runner.MAX_VALUE) -> ErfRun:
   """Runs `plan` on the erf model with exact population gradients (docs/theory.md §7b).
 
   Projected GD on the sphere through the one training loop (lagjax.dynamics.runner): each step
@@ -68,7 +68,7 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
     return {"risk": risk(params["k"], params["v"], lam), "k": params["k"], "v": params["v"],
             "k_overlap": params["k"] @ k_star, "v_overlap": params["v"] @ v_star}
 
-  loop = runner.make_runner(plan.slots(), functools.partial(models.group_labels,
+  loop = runner.make_loop(plan.slots(), functools.partial(models.group_labels,
                                                             erf_slr.GROUPS),
                             lambda key: step_objective, record,
                             num_steps=plan.total_steps, record_every=record_every,

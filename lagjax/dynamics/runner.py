@@ -1,6 +1,6 @@
 """The one training loop of lagjax (docs/theory.md section 5).
 
-`make_runner` turns a plan's static slots, an objective and a record function
+`make_loop` turns a plan's static slots, an objective and a record function
 into run(params0, key, data) -> Trace: the whole plan in one `lax.scan`,
 compiled once per slot structure, with the plan's arrays (`PlanData`: phase
 lengths, step sizes, trained groups) as traced arguments. So one compilation
@@ -31,9 +31,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from lagjax.dynamics import plans
+
+# The divergence cap (docs/theory.md §5): a step whose objective exceeds it is not taken.
+MAX_VALUE = 1e8
 
 
 class Trace(NamedTuple):
@@ -85,9 +89,29 @@ def num_records(num_steps: int, record_every: int) -> int:
   return -(-num_steps // record_every) + 1
 
 
-def make_runner(slots: Sequence[plans.Slot], labels: Callable, objective: Callable,
-                record: Callable, *, num_steps: int, record_every: int = 1,
-                max_value: float = 1e8, constrain: Callable | None = None) -> Callable:
+def every(num_steps: int, record_every: int) -> np.ndarray:
+  """The record grid 0, k, 2k, …, and num_steps (k = record_every)."""
+  return np.minimum(np.arange(num_records(num_steps, record_every)) * record_every, num_steps)
+
+
+def record_grid(total_steps: int, num_records: int) -> np.ndarray:
+  """The engines' record grid (lagjax/dynamics/engines.py): round(k T / K) for k = 0…K
+  (uniform, for the lag metrics) joined with round(T^(k/K)) (geometric, for risk curves on
+  a log axis); sorted, unique."""
+  uniform = np.round(np.linspace(0, total_steps, num_records + 1))
+  geometric = np.round(np.geomspace(1, total_steps, num_records))
+  return np.unique(np.concatenate([uniform, geometric])).astype(np.int64)
+
+
+def uniform_records(total_steps: int, num_records: int) -> np.ndarray:
+  """Mask of the uniformly spaced records among record_grid(total_steps, num_records)."""
+  uniform = np.round(np.linspace(0, total_steps, num_records + 1)).astype(np.int64)
+  return np.isin(record_grid(total_steps, num_records), uniform)
+
+
+def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable,
+              record: Callable, *, num_steps: int, record_every: int = 1, record_steps=None,
+              max_value: float = MAX_VALUE, constrain: Callable | None = None) -> Callable:
   """Builds run(params0, key, data) -> Trace (not jitted: jit or vmap it).
 
   Args:
@@ -98,10 +122,16 @@ def make_runner(slots: Sequence[plans.Slot], labels: Callable, objective: Callab
     num_steps: length of the scan; the plan's own total Σ data.lengths may be shorter
       (the remaining steps are skipped), never longer.
     record_every: record every this many steps (and at the end).
+    record_steps: the record grid instead (sorted steps from 0 to num_steps, e.g.
+      record_grid(num_steps, K)); a record at step t holds the state before step t.
     max_value: an objective above this marks the run diverged.
     constrain: optional map applied to the parameters after every update.
   """
-  total_records = num_records(num_steps, record_every)
+  grid = every(num_steps, record_every) if record_steps is None else np.asarray(record_steps)
+  if grid[0] != 0 or grid[-1] != num_steps or np.any(np.diff(grid) < 0):
+    raise ValueError(f"record_steps must rise from 0 to num_steps = {num_steps}; got "
+                     f"{grid[0]}…{grid[-1]}.")
+  starts, ends = jnp.asarray(grid), jnp.asarray(np.append(grid[1:], grid[-1]))
 
   def run(params0, key, data: plans.PlanData) -> Trace:
     step_objective = objective(key)
@@ -122,15 +152,14 @@ def make_runner(slots: Sequence[plans.Slot], labels: Callable, objective: Callab
       active = (t < total) & ~diverged
       return jax.lax.cond(active, do_step, lambda _: carry, None), None
 
-    def block(carry, k):
-      start = k * record_every
+    def block(carry, bounds):
+      start, end = bounds
       recorded = dict(record(carry[0]), steps=jnp.minimum(start, total))
-      carry, _ = jax.lax.scan(step, carry, start + jnp.arange(record_every))
+      carry = jax.lax.fori_loop(start, end, lambda t, c: step(c, t)[0], carry)
       return carry, recorded
 
     init = (params0, tx.init(params0), jnp.array(False), jnp.array(-1))
-    (params, _, diverged, diverged_step), records = jax.lax.scan(
-        block, init, jnp.arange(total_records))
+    (params, _, diverged, diverged_step), records = jax.lax.scan(block, init, (starts, ends))
     return Trace(params, records, diverged, diverged_step)
 
   return run

@@ -21,8 +21,6 @@ import jax.numpy as jnp
 from lagjax import models, validation
 from lagjax.dynamics import metrics, plans, runner
 
-MAX_LOSS = 1e8
-
 
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["steps", "test_loss", "test_metric", "attention", "output",
@@ -53,7 +51,7 @@ def _flatten(params, labels, group: str):
 
 def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, num_steps: int,
                      batch_size: int = 64, record_every: int = 10, test_size: int = 2048,
-                     max_loss: float = MAX_LOSS):
+                     max_loss: float = runner.MAX_VALUE):
   """Builds run(key, data) -> TaskRun for one slot structure (jit and vmap it).
 
   Args:
@@ -92,7 +90,7 @@ def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, 
               "attention": _flatten(params, labels, "attention"),
               "output": _flatten(params, labels, "output")}
 
-    loop = runner.make_runner(slots, label_fn, objective, record, num_steps=num_steps,
+    loop = runner.make_loop(slots, label_fn, objective, record, num_steps=num_steps,
                               record_every=record_every, max_value=max_loss)
     trace = loop(params, key, data)
     records = trace.records

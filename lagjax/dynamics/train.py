@@ -30,14 +30,12 @@ import numpy as np
 from lagjax import models, validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
-from lagjax.data.languages import sample_counts
+from lagjax.data.sampling import sample_counts
 from lagjax.dynamics import metrics, plans, runner
 from lagjax.models import direct, kqv
 from lagjax.risk import base
 from lagjax.risk import error as error_lib
 from lagjax.risk import risk_fn as build_route
-
-MAX_RISK = 1e8
 
 
 @functools.partial(jax.tree_util.register_dataclass,
@@ -54,7 +52,8 @@ class Run:
     risk: (R,) population risk at the recorded steps (by `route`).
     error: (R,) 0-1 error (exact by lattice, or sampled on a fixed sample: `error_route`).
     alpha, beta: (R, d) per-token parameters.
-    margin: (R,) attention margin α_a - max_{σ≠a} α_σ (a = the language's first letter).
+    margin: (R,) attention margin min_{a∈L} α_a - max_{σ∉L} α_σ (L = the language's
+      margin_letters(); NaN when it has none).
     diverged: whether the run diverged; diverged_step: the step at which (-1 if not).
     grid_covered: whether every Laplace evaluation had enough quadrature nodes.
   """
@@ -105,8 +104,8 @@ def _check_plan_and_options(plan, record_every, max_risk):
 
 def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                 partition: partition_lib.Partition, *, num_steps: int, loss="squared",
-                route="auto", cls: bool = False, record_every: int = 1,
-                max_risk: float = MAX_RISK, error_samples: int = error_lib.ERROR_SAMPLES,
+                route="auto", cls: bool = False, record_every: int = 1, record_steps=None,
+                max_risk: float = runner.MAX_VALUE, error_samples: int = error_lib.ERROR_SAMPLES,
                 kqv_form: bool = False):
   """Builds run(theta0_grouped, key, data) -> Run for one slot structure (not jitted).
 
@@ -122,7 +121,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
   report = population.report
   sizes = jnp.asarray(partition.sizes)
   error_report, error_route = error_lib.best_route(lang, partition, error_samples)
-  letter = lang.letters[0]
+  letters = lang.margin_letters()
   groups = kqv.GROUPS if kqv_form else direct.GROUPS
 
   def per_token(grads):
@@ -184,12 +183,12 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
       token_alpha = partition.expand(params["alpha"])
       return {"risk": population_report["risk"], "error": error_report(params)["error"],
               "alpha": token_alpha, "beta": partition.expand(params["beta"]),
-              "margin": direct.attention_margin({"alpha": token_alpha}, letter),
+              "margin": direct.attention_margin({"alpha": token_alpha}, letters),
               "grid_covered": population_report.get("grid_covered", jnp.array(True))}
 
-    return runner.make_runner(slots, functools.partial(models.group_labels, groups), objective,
-                              record, num_steps=num_steps, record_every=record_every,
-                              max_value=max_risk)
+    return runner.make_loop(slots, functools.partial(models.group_labels, groups), objective,
+                            record, num_steps=num_steps, record_every=record_every,
+                            record_steps=record_steps, max_value=max_risk)
 
   def run(theta0, key, data: plans.PlanData, kqv_fixed=None) -> Run:
     if (kqv_fixed is not None) != kqv_form:
@@ -214,7 +213,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
 
 def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squared",
           route: str = "auto", record_every: int = 1, key=None, num_seeds: int | None = None,
-          tied="auto", max_risk: float = MAX_RISK) -> Run:
+          tied="auto", max_risk: float = runner.MAX_VALUE) -> Run:
   """Runs `plan` on `lang` from θ0 (default zero) and records the trajectory.
 
   Args:
@@ -261,7 +260,8 @@ def _compiled_runner(lang, slots, num_steps, partition, loss, route, cls, record
 
 def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float = 0.1,
               width: int | None = None, key_dim: int | None = None, loss="squared",
-              route: str = "auto", record_every: int = 1, max_risk: float = MAX_RISK) -> Run:
+              route: str = "auto", record_every: int = 1,
+              max_risk: float = runner.MAX_VALUE) -> Run:
   """Runs `plan` on the KQV form from a small random init (docs/theory.md section 2).
 
   Attention group: W_Q, W_K; output group: W_V, w_o. Zero is a saddle of this

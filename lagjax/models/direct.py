@@ -20,6 +20,9 @@ from lagjax.models.softmax import masked_softmax
 
 Params = dict
 
+# e^-600 ≈ 1e-261: a score this far below the maximum weighs nothing in float64 (forward_counts).
+CLUSTER_GAP = 600.0
+
 # Parameter groups (docs/theory.md §5): plans train "attention" and "output" separately.
 GROUPS = {"alpha": "attention", "alpha_cls": "attention", "beta": "output", "beta_cls": "output"}
 
@@ -27,8 +30,12 @@ GROUPS = {"alpha": "attention", "alpha_cls": "attention", "beta": "output", "bet
 def init_params(d: int, cls: bool = False) -> Params:
   """Zero initialization θ0 = 0, the paper's setting."""
   validation.require_float64("lj.init_params")
-  validation.check_int("d", d, 2, integral_floats=True)
-  params = {"alpha": jnp.zeros(d), "beta": jnp.zeros(d)}
+  return zero_params(validation.check_int("d", d, 2, integral_floats=True), cls)
+
+
+def zero_params(size: int, cls: bool = False) -> Params:
+  """θ = 0 on `size` entries (tokens or token groups), with the CLS scalars when cls."""
+  params = {"alpha": jnp.zeros(size), "beta": jnp.zeros(size)}
   if cls:
     params.update(alpha_cls=jnp.zeros(()), beta_cls=jnp.zeros(()))
   return params
@@ -36,6 +43,22 @@ def init_params(d: int, cls: bool = False) -> Params:
 
 def has_cls(params: Params) -> bool:
   return "alpha_cls" in params
+
+
+def stack(params: Params, name: str):
+  """params[name] with the CLS scalar (name + "_cls") last when present: (G[+1],)."""
+  value = params[name]
+  return jnp.concatenate([value, jnp.reshape(params[name + "_cls"], (1,))]) if has_cls(
+      params) else value
+
+
+def unstack(params: Params, name: str, value) -> Params:
+  """The inverse of stack: params with name (and name + "_cls") replaced from value."""
+  groups = params[name].shape[-1]
+  new = dict(params, **{name: value[:groups]})
+  if has_cls(params):
+    new[name + "_cls"] = value[groups]
+  return new
 
 
 def check_params(params: Params, size: int, field: str = "d") -> None:
@@ -77,12 +100,65 @@ def _attention_readout(logits, values, present, params):
   return (masked_softmax(logits, present) * values).sum(-1)
 
 
-def forward_counts(params: Params, counts):
-  """f_θ from count vectors (..., G): logits log c_σ + α_σ with log-sum-exp stabilization."""
-  counts = jnp.asarray(counts, dtype=jnp.float64)
+def _forward_counts_stable(params: Params, counts):
+  """f_θ on count vectors with logits log c_σ + α_σ and a log-sum-exp per row: exact for any
+  scores, at one log and one exp per entry."""
   present = counts > 0
   logits = jnp.log(jnp.where(present, counts, 1.0)) + params["alpha"]
   return _attention_readout(logits, params["beta"], present, params)
+
+
+def _cluster_scales(alpha):
+  """u_top = e^{α - max α} on the top cluster (α >= max α - CLUSTER_GAP), u_rest =
+  e^{α - max α_rest} on the rest, and the top cluster's mask; the shifts carry no gradient
+  (f is invariant to them)."""
+  top = alpha >= jnp.max(alpha) - CLUSTER_GAP
+  top_max = jax.lax.stop_gradient(jnp.max(alpha))
+  rest_max = jax.lax.stop_gradient(jnp.max(jnp.where(top, -jnp.inf, alpha)))
+  u_top = jnp.where(top, jnp.exp(alpha - top_max), 0.0)
+  u_rest = jnp.where(top, 0.0, jnp.exp(jnp.where(top, 0.0, alpha - rest_max)))
+  return u_top, u_rest, top
+
+
+def attention_masses(alpha, counts):
+  """W_iσ = c_iσ e^{α_σ} / Σ_τ c_iτ e^{α_τ}, the attention mass of each entry of count vectors
+  (..., G), with the two-cluster scales of `forward_counts` (no exponential per entry)."""
+  u_top, u_rest, top = _cluster_scales(alpha)
+  has_top = (counts @ top.astype(counts.dtype)) > 0
+  weighted = counts * jnp.where(has_top[..., None], u_top, u_rest)
+  return weighted / weighted.sum(-1, keepdims=True)
+
+
+def forward_counts(params: Params, counts):
+  """f_θ on count vectors c (..., G) (docs/theory.md §2): Σ c u β / Σ c u, u = e^{α - m}.
+
+  The one implementation for every caller (empirical objectives, the lattice route,
+  the finite-sample plan). Scores split into a top cluster (α >= max α - CLUSTER_GAP)
+  and the rest; a string with a top token is scaled by max α (the rest weigh
+  < e^-600 relative: nothing in float64), one without by the rest's maximum. So f is
+  four matrix-vector products with no exponential per entry, exact while the rest
+  spans at most CLUSTER_GAP. Wider spreads (three or more clusters) take the
+  log-sum-exp path instead, exact for any scores; under vmap both paths are computed.
+  The CLS token, when present, is one more entry with count 1 in every string.
+  """
+  counts = jnp.asarray(counts, dtype=jnp.float64)
+  alpha, beta = stack(params, "alpha"), stack(params, "beta")
+  if has_cls(params):
+    counts = jnp.concatenate([counts, jnp.ones(counts.shape[:-1] + (1,))], axis=-1)
+
+  def two_clusters(_):
+    u_top, u_rest, top = _cluster_scales(alpha)
+    has_top = (counts @ top.astype(counts.dtype)) > 0
+    numerator = jnp.where(has_top, counts @ (u_top * beta), counts @ (u_rest * beta))
+    return numerator / jnp.where(has_top, counts @ u_top, counts @ u_rest)
+
+  def stable(_):
+    return _forward_counts_stable(params, counts[..., :params["alpha"].shape[-1]])
+
+  top = alpha >= jnp.max(alpha) - CLUSTER_GAP
+  rest = jnp.where(top, jnp.nan, alpha)
+  narrow = ~(jnp.nanmax(rest) - jnp.nanmin(rest) > CLUSTER_GAP)  # NaN (no rest) counts as narrow
+  return jax.lax.cond(jax.lax.stop_gradient(narrow), two_clusters, stable, None)
 
 
 def forward_tokens(params: Params, tokens, mask):
@@ -92,8 +168,13 @@ def forward_tokens(params: Params, tokens, mask):
                             params)
 
 
-def attention_margin(params: Params, letter: int = 0):
-  """α_a - max_{σ≠a} α_σ."""
+def attention_margin(params: Params, letters=(0,)):
+  """min_{a∈L} α_a - max_{σ∉L} α_σ, the lead of the letters' scores (docs/theory.md §2);
+  α_a - max_{σ≠a} α_σ for one letter a. NaN when L is empty."""
   alpha = params["alpha"]
-  others = jnp.where(jnp.arange(alpha.shape[-1]) == letter, -jnp.inf, alpha)
-  return alpha[..., letter] - others.max(-1)
+  letters = (letters,) if isinstance(letters, int) else tuple(letters)
+  if not letters:
+    return jnp.full(alpha.shape[:-1], jnp.nan)
+  inside = np.isin(np.arange(alpha.shape[-1]), letters)
+  return (jnp.min(jnp.where(inside, alpha, jnp.inf), -1)
+          - jnp.max(jnp.where(inside, -jnp.inf, alpha), -1))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -19,55 +21,78 @@ from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
-from lagjax.risk import base, erf_slr, error, laplace, lattice, sampled
+from lagjax.risk import base, erf_slr, error, laplace, lattice, moments, sampled
 from lagjax.risk.base import LOSSES, Route, get_loss
 
-ROUTES = {"laplace": laplace.build, "lattice": lattice.build, "sampled": sampled.build}
+
+class RouteSpec(NamedTuple):
+  """A route of the registry: what it supports and how it is built.
+
+  supports(lang, loss) -> None, or one line saying what the language or loss lacks;
+  build(lang, partition, loss, cls, key, options) -> Route. Every route computes
+  the risk of the direct (α, β) model of docs/theory.md §2, with or without CLS.
+  """
+
+  supports: Callable
+  build: Callable
+  exact: bool
 
 
-def resolve_route(loss, route: str) -> str:
-  """Checks loss and route names; "auto" is laplace for squared loss, lattice otherwise."""
+def _build_sampled(lang, partition, loss, cls, key, options):
+  del cls
+  if key is None:
+    raise ValueError("route 'sampled' needs a PRNG key: risk_fn(..., key=jax.random.key(0)).")
+  return sampled.build(key, lang, partition, loss=loss, **options)
+
+
+ROUTES = {
+    "laplace": RouteSpec(laplace.supports, lambda lang, partition, loss, cls, key, options:
+                         laplace.build(lang, partition, cls=cls, **options), exact=True),
+    "lattice": RouteSpec(lattice.supports, lambda lang, partition, loss, cls, key, options:
+                         lattice.build(lang, partition, loss=loss, **options), exact=True),
+    "sampled": RouteSpec(sampled.supports, _build_sampled, exact=False),
+}
+# "auto" takes the first exact route, in this order, that supports the language and loss.
+AUTO_ORDER = ("laplace", "lattice")
+
+
+def resolve_route(lang: languages.Language, loss, route: str) -> str:
+  """The route to use: `route` itself if it supports (lang, loss), or for "auto" the first
+  exact route of AUTO_ORDER that does; otherwise one line naming what is missing."""
+  languages.check_language(lang, "a risk route")
   get_loss(loss)
   if route == "auto":
-    return "laplace" if loss == "squared" else "lattice"
-  if route not in ROUTES:
-    raise ValueError(f"unknown route {route!r}; known routes: {['auto', *sorted(ROUTES)]}.")
-  if route == "laplace" and loss != "squared":
-    raise ValueError(f"route 'laplace' is exact for loss 'squared' only; got loss {loss!r}. "
-                     "Use route='lattice' or route='sampled' for other losses.")
+    reasons = {name: ROUTES[name].supports(lang, loss) for name in AUTO_ORDER}
+    chosen = next((name for name, reason in reasons.items() if reason is None), None)
+    if chosen is None:
+      raise ValueError(f"no exact route supports {lang.describe()} with loss {loss!r}: "
+                       + "; ".join(reasons.values()) + ". Use route='sampled'.")
+    return chosen
+  validation.check_choice("route", route, ("auto", *ROUTES))
+  reason = ROUTES[route].supports(lang, loss)
+  if reason is not None:
+    raise ValueError(f"route {route!r} does not support {lang.describe()}: {reason}.")
   return route
-
-
-def _check_language(lang) -> None:
-  if not isinstance(lang, languages.Language):
-    raise ValueError(f"lang must be a Language (lj.occurrence, lj.any_of, lj.all_of); got "
-                     f"{type(lang).__name__}.")
 
 
 def risk_fn(lang: languages.Language, *, loss="squared", route: str = "auto",
             partition: partition_lib.Partition | None = None, cls: bool = False, key=None,
             **options) -> Route:
-  """Builds a risk route on parameters grouped by `partition` (None: one group per token).
+  """Builds a risk route on parameters tied on token groups `partition` (None: one per token).
 
   Args:
     lang: the language.
     loss: "squared", "logistic" or a callable (f, y) -> ℓ.
-    route: "auto", "laplace", "lattice" or "sampled".
-    partition: groups of tied tokens.
+    route: "auto" (the first exact route that supports lang and loss), "laplace",
+      "lattice" or "sampled".
+    partition: token groups of tied parameters.
     cls: whether params carry the CLS scalars (laplace needs to know; the others read params).
     key: PRNG key, required by the sampled route.
     **options: passed to the route's builder (step, num_points; tol, max_vectors; n_samples).
   """
   validation.require_float64("lj.risk_fn")
-  _check_language(lang)
-  name = resolve_route(loss, route)
-  if name == "laplace":
-    return laplace.build(lang, partition, cls=cls, **options)
-  if name == "lattice":
-    return lattice.build(lang, partition, loss=loss, **options)
-  if key is None:
-    raise ValueError("route 'sampled' needs a PRNG key: risk_fn(..., key=jax.random.key(0)).")
-  return sampled.build(key, lang, partition, loss=loss, **options)
+  name = resolve_route(lang, loss, route)
+  return ROUTES[name].build(lang, partition, loss, cls, key, options)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,22 +136,27 @@ def _as_floats(report: dict) -> dict:
 
 
 def population_risk(lang: languages.Language, theta, *, loss="squared", route: str = "auto",
-                    tol: float = 1e-12) -> RiskResult:
-  """Exact population risk R(θ) = E ℓ(f_θ(w), y(w)) at concrete θ (per-token params).
+                    tol: float = 1e-12, key=None, n_samples: int = 10**5) -> RiskResult:
+  """Population risk R(θ) = E ℓ(f_θ(w), y(w)) at concrete θ (per-token params).
 
-  θ is tied into its coarsest groups first, so the cost depends on the number of
-  distinct (α, β) values, not on d. Squared loss uses the Laplace route with a
-  grid sized to θ's score clusters, rounded up to a power of two so that at most
-  1 + log2(G) grid sizes (compilations) serve every θ on G groups; other losses
-  use the lattice route, whose certified truncation bound is in `details["risk_bound"]`.
+  θ is tied into its coarsest token groups first, so the cost depends on the number
+  of distinct (α, β) values, not on d. "auto" takes the first exact route that
+  supports the language and loss: the Laplace route (squared loss) with a grid
+  sized to θ's score clusters, rounded up to a power of two so that at most
+  1 + log2(G) grid sizes (compilations) serve every θ on G token groups, else the
+  lattice route, whose certified truncation bound is in `details["risk_bound"]`.
+  route="sampled" estimates R on n_samples strings drawn with `key` (default key 0)
+  and gives the standard error in `details["stderr"]`.
   """
   validation.require_float64("lj.population_risk")
-  _check_language(lang)
-  name = resolve_route(loss, route)
-  if name == "sampled":
-    raise ValueError("population_risk is exact; use lj.sampled_risk for the sampled route.")
+  name = resolve_route(lang, loss, route)
   partition, grouped = _grouped(lang, theta)
   cls = direct.has_cls(theta)
+  if name == "sampled":
+    key = jax.random.key(0) if key is None else key
+    report = _as_floats(sampled.build(key, lang, partition, loss=loss,
+                                      n_samples=n_samples).report(grouped))
+    return RiskResult(report.pop("risk"), name, report)
   if name == "laplace":
     width = laplace.window_width(lang)
     clusters = math.ceil(laplace.points_needed(lang, grouped) / width)
@@ -141,27 +171,26 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
 def exact_error(lang: languages.Language, theta, *, tol: float = 1e-12) -> RiskResult | None:
   """0-1 error P(sign f ≠ y) by an exact route, or None where none is feasible.
 
-  Routes: "threshold" (θ tied in the two groups of occurrence/any_of, O(N)), then
-  "lattice" (enumeration), both with the certified tail bound in
-  details["error_bound"]. Compiled once per (language, partition, tol).
+  The route is error.choose's: "threshold" (y = +1 iff a token of L occurs, θ tied
+  on the two token groups, O(N)), else "lattice" (enumeration), both with the
+  certified tail bound in details["error_bound"]. Compiled once per (language,
+  partition, tol).
   """
   validation.require_float64("lj.risk.exact_error")
-  _check_language(lang)
+  languages.check_language(lang, "lj.risk.exact_error")
   return _exact_error(lang, *_grouped(lang, theta), tol)
 
 
 def _exact_error(lang, partition, grouped, tol) -> RiskResult | None:
   """exact_error on θ already tied into `partition` (grouped params)."""
-  if error.supports(lang, partition) and lattice.lengths_lib.truncation_length(
-      lang.length, tol) <= error.MAX_TABLE_LENGTH:
+  name = error.choose(lang, partition, tol)
+  if name == "threshold":
     value, bound = _cached_threshold(lang, partition, tol)(grouped)
-    return RiskResult(float(value), "threshold", {"error_bound": float(bound)})
-  size = lattice.num_count_vectors(partition.num_groups,
-                                   lattice.lengths_lib.truncation_length(lang.length, tol))
-  if size <= lattice.MAX_VECTORS:
-    report = _as_floats(_cached_report(lang, partition, "squared", "lattice",
+    return RiskResult(float(value), name, {"error_bound": float(bound)})
+  if name == "lattice":
+    report = _as_floats(_cached_report(lang, partition, "squared", name,
                                        direct.has_cls(grouped), (("tol", tol),))(grouped))
-    return RiskResult(report["error"], "lattice", {"error_bound": report["error_bound"]})
+    return RiskResult(report["error"], name, {"error_bound": report["error_bound"]})
   return None
 
 
@@ -172,7 +201,7 @@ def error_rate(lang: languages.Language, theta, *, key=None, n_samples: int = 10
   The result's `route` says which; a sampled value carries its standard error.
   """
   validation.require_float64("lj.error_rate")
-  _check_language(lang)
+  languages.check_language(lang, "lj.error_rate")
   partition, grouped = _grouped(lang, theta)  # once, for the exact and the sampled route
   exact = _exact_error(lang, partition, grouped, tol)
   if exact is not None:
@@ -187,13 +216,13 @@ def sampled_risk(key, lang: languages.Language, theta, *, n_samples: int = 10**5
                  loss="squared") -> tuple[float, float]:
   """Monte Carlo estimate of R(θ) on n_samples fresh strings: (mean, standard error)."""
   validation.require_float64("lj.sampled_risk")
-  _check_language(lang)
+  languages.check_language(lang, "lj.sampled_risk")
   get_loss(loss)
   partition, grouped = _grouped(lang, theta)
   report = sampled.build(key, lang, partition, loss=loss, n_samples=n_samples).report(grouped)
   return float(report["risk"]), float(report["stderr"])
 
 
-__all__ = ["LOSSES", "ROUTES", "Route", "RiskResult", "base", "erf_slr", "error_rate",
-           "exact_error", "laplace", "lattice", "population_risk", "resolve_route", "risk_fn",
-           "sampled", "sampled_risk"]
+__all__ = ["AUTO_ORDER", "LOSSES", "ROUTES", "RiskResult", "Route", "RouteSpec", "base",
+           "erf_slr", "error_rate", "exact_error", "laplace", "lattice", "moments",
+           "population_risk", "resolve_route", "risk_fn", "sampled", "sampled_risk"]

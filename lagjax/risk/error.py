@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax.data import languages
+from lagjax.data import languages, sampling
 from lagjax.data import lengths as lengths_lib
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
@@ -32,9 +32,11 @@ ERROR_SAMPLES = 20_000
 
 
 def supports(lang: languages.Language, partition: partition_lib.Partition) -> bool:
-  """Whether the threshold route applies: a two-group partition of occurrence/any_of."""
-  return (lang.kind in ("occurrence", "any_of") and partition.num_groups == 2
-          and any(set(b) == set(lang.letters) for b in partition.blocks))
+  """Whether the threshold route applies: y = +1 iff a token of L occurs
+  (PresenceLabels.positive_if_any), on the two token groups L and the rest."""
+  letters = lang.positive_if_any if isinstance(lang, languages.PresenceLabels) else None
+  return (letters is not None and partition.num_groups == 2
+          and any(set(b) == set(letters) for b in partition.blocks))
 
 
 def build(lang: languages.Language, partition: partition_lib.Partition, *, tol: float = 1e-12):
@@ -45,13 +47,15 @@ def build(lang: languages.Language, partition: partition_lib.Partition, *, tol: 
       occurrence/any_of language, or the lengths needed exceed MAX_TABLE_LENGTH.
   """
   if not supports(lang, partition):
-    raise ValueError("the threshold error route needs occurrence/any_of tied in two groups "
-                     "(the letters and the rest).")
+    raise ValueError(f"the threshold error route needs labels 'some token of L occurs' on two "
+                     f"token groups (L and the rest); {lang.describe()} on "
+                     f"{partition.num_groups} token groups is not that case.")
   n_max = lengths_lib.truncation_length(lang.length, tol)
   if n_max > MAX_TABLE_LENGTH:
     raise ValueError(f"threshold error route tabulates lengths up to {MAX_TABLE_LENGTH}; this "
                      f"length law needs {n_max} for tail {tol:g}.")
-  letters = next(g for g, b in enumerate(partition.blocks) if set(b) == set(lang.letters))
+  letters = next(g for g, b in enumerate(partition.blocks)
+                 if set(b) == set(lang.positive_if_any))
   pi_letters = float(partition.masses(lang.pi)[letters])
   n = np.arange(n_max + 1)
   c = np.arange(n_max + 1)
@@ -107,15 +111,18 @@ def build(lang: languages.Language, partition: partition_lib.Partition, *, tol: 
   return error
 
 
-def sampled(lang: languages.Language, partition: partition_lib.Partition, n_samples: int):
+def sampled(lang: languages.Language, partition: partition_lib.Partition, n_samples: int,
+            sampler=sampling.sample_counts):
   """0-1 error on a fixed sample of n_samples strings, as count vectors (fast; for records).
 
-  Its standard error is at most sqrt(e (1 - e) / n_samples) for true error e.
+  `sampler(key, lang, n)` draws the count vectors (sampling.sample_counts or
+  sampling.sample_counts_poisson). Its standard error is at most
+  sqrt(e (1 - e) / n_samples) for true error e.
   """
-  counts, labels = languages.sample_counts(jax.random.key(2**31 - 1), lang, n_samples)
-  membership = np.zeros((lang.d, partition.num_groups))
-  membership[np.arange(lang.d), partition.index] = 1.0
-  group_counts = counts @ membership
+  counts, labels = sampler(jax.random.key(2**31 - 1), lang, n_samples)
+  identity = np.array_equal(partition.index, np.arange(lang.d))
+  group_counts = counts if identity else jax.ops.segment_sum(
+      counts.T, jnp.asarray(partition.index), partition.num_groups).T
 
   def report(params):
     return {"error": jnp.mean(base.zero_one_error(direct.forward_counts(params, group_counts),
@@ -124,19 +131,32 @@ def sampled(lang: languages.Language, partition: partition_lib.Partition, n_samp
   return report
 
 
-def best_route(lang, partition, error_samples: int = ERROR_SAMPLES):
-  """The cheapest exact 0-1 error route for the partition, else a fixed-sample estimate.
+def choose(lang: languages.Language, partition: partition_lib.Partition,
+           tol: float = 1e-12) -> str | None:
+  """The cheapest exact 0-1 error route for (lang, partition), or None where none is feasible.
 
-  Returns (report(params) -> {"error": ...}, route name): "threshold" (two-group
-  occurrence/any_of, O(N)), "lattice" (enumeration), or "sampled".
+  "threshold" (y = +1 iff a token of L occurs, on two token groups, O(N)) when its
+  table of lengths fits, else "lattice" (enumeration) when the language declares
+  labels from counts and the enumeration fits. The one place where this is decided.
   """
-  if supports(lang, partition):
-    try:
-      threshold = build(lang, partition)
-      return (lambda params: {"error": threshold(params)[0]}), "threshold"
-    except ValueError:
-      pass
-  try:
-    return lattice.build(lang, partition).report, "lattice"
-  except ValueError:
-    return sampled(lang, partition, error_samples), "sampled"
+  n_max = lengths_lib.truncation_length(lang.length, tol)
+  if supports(lang, partition) and n_max <= MAX_TABLE_LENGTH:
+    return "threshold"
+  if lattice.supports(lang, "squared") is None and lattice.num_count_vectors(
+      partition.num_groups, lengths_lib.truncation_length(lang.length, tol / 2)) <= \
+      lattice.MAX_VECTORS:
+    return "lattice"
+  return None
+
+
+def best_route(lang, partition, error_samples: int = ERROR_SAMPLES,
+               sampler=sampling.sample_counts):
+  """report(params) -> {"error": ...} by the route `choose` picks, else on a fixed sample of
+  `error_samples` strings drawn by `sampler`; returns (report, route name)."""
+  name = choose(lang, partition)
+  if name == "threshold":
+    threshold = build(lang, partition)
+    return (lambda params: {"error": threshold(params)[0]}), name
+  if name == "lattice":
+    return lattice.build(lang, partition).report, name
+  return sampled(lang, partition, error_samples, sampler), "sampled"

@@ -76,11 +76,7 @@ def merged_windows(centers, step: float, left: float, width: int, num_points: in
 
 def _scores(params):
   """Stacked (α, β) of the groups, with the CLS token last when present."""
-  alpha, beta = params["alpha"], params["beta"]
-  if direct.has_cls(params):
-    alpha = jnp.concatenate([alpha, jnp.reshape(params["alpha_cls"], (1,))])
-    beta = jnp.concatenate([beta, jnp.reshape(params["beta_cls"], (1,))])
-  return alpha, beta
+  return direct.stack(params, "alpha"), direct.stack(params, "beta")
 
 
 def _kernels(params, step, left, width, num_points):
@@ -108,6 +104,14 @@ def default_num_points(windows: int, width: int, max_clusters: int | None = None
   if max_clusters is None:
     max_clusters = windows if windows <= 8 else MAX_CLUSTERS
   return min(windows, max_clusters) * width
+
+
+def supports(lang: languages.Language, loss) -> str | None:
+  """None if this route is exact for (lang, loss), else what is missing (one line)."""
+  if loss != "squared":
+    return f"route 'laplace' is exact for loss 'squared' only; got loss {loss!r}"
+  return languages.missing(lang, languages.PresenceLabels,
+                           "labels from presence, y = Σ_k coef_k 1{w ⊆ S_k}")
 
 
 def build(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
@@ -211,11 +215,9 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
     num_points = default_num_points(windows, width)
 
   def moments(params):
-    alpha = params["alpha"]
-    if "alpha_cls" in params:
-      alpha = jnp.concatenate([alpha, jnp.reshape(params["alpha_cls"], (1,))])
-    return group_moments(alpha, masses, jnp.asarray(coefs), lang.length, cls=cls, step=step,
-                         left=left, width=width, num_points=num_points)
+    return group_moments(direct.stack(params, "alpha"), masses, jnp.asarray(coefs),
+                         lang.length, cls=cls, step=step, left=left, width=width,
+                         num_points=num_points)
 
   return moments
 

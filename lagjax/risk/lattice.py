@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -25,7 +24,6 @@ from lagjax.models import direct
 from lagjax.risk import base
 
 MAX_VECTORS = 5_000_000
-SAFE_SPREAD = 600.0
 
 
 def num_count_vectors(num_groups: int, n_max: int) -> int:
@@ -53,6 +51,12 @@ def log_weights(counts: np.ndarray, group_masses: np.ndarray,
   log_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n.max() + 1.0)))])
   multinomial = log_factorial[n] - log_factorial[counts].sum(axis=1)
   return np.asarray(law.log_pmf(n)) + multinomial + counts @ np.log(group_masses)
+
+
+def supports(lang: languages.Language, loss) -> str | None:
+  """None if this route is exact for (lang, loss) (any loss), else what is missing."""
+  del loss
+  return languages.missing(lang, languages.PresenceLabels, "labels from token counts")
 
 
 def build(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
@@ -104,34 +108,14 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
   loss_fn = base.get_loss(loss)
 
   def outputs(params):
-    """f on every count vector. With a score spread below SAFE_SPREAD, e^{α - max α}
-    cannot underflow to zero for a present group, so f = (c·uβ)/(c·u) in two
-    matrix-vector products; wider spreads take the per-row log-sum-exp path."""
-    alpha = params["alpha"]
-    scores = alpha
-    if direct.has_cls(params):
-      scores = jnp.concatenate([alpha, jnp.reshape(params["alpha_cls"], (1,))])
-    spread = jax.lax.stop_gradient(scores.max() - scores.min())
-
-    def two_products(params):
-      u = jnp.exp(alpha - jax.lax.stop_gradient(scores.max()))
-      numerator, denominator = counts @ (u * params["beta"]), counts @ u
-      if direct.has_cls(params):
-        u_cls = jnp.exp(params["alpha_cls"] - jax.lax.stop_gradient(scores.max()))
-        numerator, denominator = numerator + u_cls * params["beta_cls"], denominator + u_cls
-      return numerator / denominator
-
-    return jax.lax.cond(spread < SAFE_SPREAD, two_products,
-                        lambda p: direct.forward_counts(p, counts), params)
+    return direct.forward_counts(params, counts)
 
   def risk(params):
     return weights @ loss_fn(outputs(params), labels)
 
   def report(params):
     f = outputs(params)
-    max_abs_beta = jnp.abs(params["beta"]).max()
-    if direct.has_cls(params):
-      max_abs_beta = jnp.maximum(max_abs_beta, jnp.abs(params["beta_cls"]))
+    max_abs_beta = jnp.abs(direct.stack(params, "beta")).max()
     return {"risk": weights @ loss_fn(f, labels),
             "error": weights @ base.zero_one_error(f, labels),
             "risk_bound": tail * base.loss_bound(loss_fn, max_abs_beta),

@@ -82,6 +82,12 @@ def _chunk_sums(partition: partition_lib.Partition, loss_fn, params, batch: Batc
   return batch.weight @ jnp.stack([losses, losses**2, errors, errors**2], axis=1)
 
 
+def supports(lang: languages.Language, loss) -> str | None:
+  """The sampled route reads only label_tokens, which every Language has."""
+  del lang, loss
+  return None
+
+
 def build(key, lang: languages.Language, partition: partition_lib.Partition | None = None, *,
           loss="squared", n_samples: int = 10**5) -> base.Route:
   """Builds a Monte Carlo risk on a fixed sample of n_samples strings.

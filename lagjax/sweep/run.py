@@ -21,32 +21,27 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax._src import distributed
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from lagjax import validation
 from lagjax.data import languages
-from lagjax.data import partition as partition_lib
-from lagjax.dynamics import closed_form, metrics, plans, runner
-from lagjax.dynamics.train import choose_partition, make_runner
+from lagjax.dynamics import engines, plans, runner
 from lagjax.models import direct
 from lagjax.risk import error as error_lib
-from lagjax.risk import resolve_route
 from lagjax.sweep import chunk_store
 
 # The step-size columns of a sweep table: every name of the plan registry (plans.PLANS),
 # in the results' column order.
 ETA_NAMES = ("eta1", "eta2", "eta3", "eta")
 OUTPUTS = ("final_risk", "error", "margin", "lag_gap", "diverged", "diverged_step")
-MAX_RISK = 1e8
+
 
 # progress(done, total): configurations finished (computed here or found in the store) so far.
 ProgressFn = Callable[[int, int], None]
@@ -114,69 +109,30 @@ class Evaluator(NamedTuple):
   """evaluate(etas (P,), seed) -> dict of OUTPUTS and "risk_path" (R,) at record_steps (R,)."""
 
   evaluate: Callable
-  engine: str  # "closed_form" or "steps"
+  engine: str  # the engine's name (lagjax/dynamics/engines.py)
   record_steps: np.ndarray
 
 
 def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squared",
                    route: str = "auto", num_records: int = 64,
-                   max_risk: float = MAX_RISK) -> Evaluator:
-  """The evaluator of one static group.
-
-  Engine "closed_form" (population plans without joint phases, squared loss):
-  output phases in closed form, O(1) in T, on the language's tied groups. Engine
-  "steps": the scan of lj.train.
-  """
-  plan = make_plan(key.plan, key.steps, key.n_samples)
-  letter = lang.letters[0]
-  closed = (key.n_samples == 0 and loss == "squared" and resolve_route(loss, route) == "laplace"
-            and all(p.group != "both" for p in plan.phases))
-  if closed:
-    partition = partition_lib.of_language(lang)
-    trajectory = closed_form.make_trajectory(lang, plan, num_records=num_records,
-                                             partition=partition, max_risk=max_risk)
-    error_report, _ = error_lib.best_route(lang, partition)
-    # The lag gap is a mean over t: take it over the uniformly spaced records only.
-    uniform = closed_form.uniform_records(plan.total_steps, num_records)
-    # Per-token norms from grouped values, ‖expand(x)‖ = ‖√k ⊙ x‖, so that no (R, d)
-    # trajectory is built: the lag metrics see the same distances up to roundoff.
-    root_sizes = np.sqrt(partition.sizes)
-
-    def evaluate(etas, seed):
-      del seed
-      run = trajectory(etas)
-      return _summary(run.risk, error_report(run.params)["error"],
-                      partition.expand(run.alpha[-1]), root_sizes * run.alpha[uniform],
-                      root_sizes * run.beta[uniform], run.steps[uniform], run.diverged,
-                      run.diverged_step, letter)
-
-    return Evaluator(evaluate, "closed_form",
-                     closed_form.record_steps(plan.total_steps, num_records))
-
-  partition = choose_partition(lang, direct.init_params(lang.d), plan, "auto")
-  record_every = max(1, math.ceil(plan.total_steps / num_records))
-  run_plan = make_runner(lang, plan.slots(), partition, num_steps=plan.total_steps, loss=loss,
-                         route=route, record_every=record_every, max_risk=max_risk)
-  theta0 = {"alpha": jnp.zeros(partition.num_groups), "beta": jnp.zeros(partition.num_groups)}
+                   max_risk: float = runner.MAX_VALUE) -> Evaluator:
+  """The evaluator of one static group, through the engine contract (lagjax/dynamics/engines.py):
+  the closed form where it supports the plan, else the step-by-step loop. Both give a
+  Trajectory on the same record grid; the summary reads it the same way."""
+  evaluation = engines.build(lang, make_plan(key.plan, key.steps, key.n_samples), loss=loss,
+                             route=route, num_records=num_records, max_risk=max_risk)
+  error_report, _ = error_lib.best_route(lang, evaluation.partition)
+  letters = lang.margin_letters()
 
   def evaluate(etas, seed):
-    run = run_plan(theta0, jax.random.key(seed), plan.data(etas=etas))
-    return _summary(run.risk, run.error[-1], run.alpha[-1], run.alpha, run.beta, run.steps,
-                    run.diverged, run.diverged_step, letter)
+    run = evaluation.evaluate(etas, jax.random.key(seed))
+    return {"final_risk": run.risk[-1], "error": error_report(run.params)["error"],
+            "margin": direct.attention_margin({"alpha": run.expand(run.alpha[-1])}, letters),
+            # The lag gap is a mean over t: over the uniformly spaced records only.
+            "lag_gap": run.lag(evaluation.uniform).lag_gap,
+            "diverged": run.diverged, "diverged_step": run.diverged_step, "risk_path": run.risk}
 
-  # The runner records every record_every steps and at T (lagjax/dynamics/runner.py).
-  count = runner.num_records(plan.total_steps, record_every)
-  return Evaluator(evaluate, "steps",
-                   np.minimum(np.arange(count) * record_every, plan.total_steps))
-
-
-def _summary(risk, error, final_alpha, alpha_path, beta_path, steps, diverged, diverged_step,
-             letter):
-  """The OUTPUTS of one run from its records (α, β paths in any norm-preserving layout)."""
-  return {"final_risk": risk[-1], "error": error,
-          "margin": direct.attention_margin({"alpha": final_alpha}, letter),
-          "lag_gap": metrics.lag_metrics(alpha_path, beta_path, steps).lag_gap,
-          "diverged": diverged, "diverged_step": diverged_step, "risk_path": risk}
+  return Evaluator(evaluate, evaluation.engine, evaluation.record_steps)
 
 
 def chunked(evaluate: Callable, batch_size: int, devices) -> Callable:
@@ -216,7 +172,7 @@ class _Chunk(NamedTuple):
 
 def run_sweep(table: dict, workdir: str, make_language: Callable[[int], languages.Language], *,
               loss: str = "squared", route: str = "auto", chunk_size: int = 4096,
-              batch_size: int = 32, num_records: int = 64, max_risk: float = MAX_RISK,
+              batch_size: int = 32, num_records: int = 64, max_risk: float = runner.MAX_VALUE,
               path_rows=None, progress: ProgressFn | None = None, process_index: int = 0,
               process_count: int = 1, devices=None, wait_timeout: float = 3600.0) -> dict | None:
   """Evaluates every row of `table`, persisting each finished chunk under workdir/chunks.
@@ -344,21 +300,26 @@ _barriers = itertools.count()  # every process runs the same sweeps, so the ids 
 def _wait_for_processes(process_count: int, timeout: float) -> None:
   """Blocks until every process of a jax.distributed run has stored its chunks.
 
-  The barrier of the distributed runtime's coordination service (as JAX's own
-  array serialization uses it), with a timeout; without a runtime client, the
-  device all-gather barrier of multihost_utils.
+  The public barrier of multihost_utils (every process agrees on the barrier's
+  name), waited for in a thread so that a process that never arrives gives a
+  TimeoutError after `timeout` seconds instead of a hang.
   """
   if process_count == 1:
     return
   name = f"lagjax_sweep_{next(_barriers)}"
-  client = distributed.global_state.client
-  if client is None:
-    multihost_utils.sync_global_devices(name)
-    return
-  try:
-    client.wait_at_barrier(name, timeout_in_ms=int(timeout * 1000))
-  except jax.errors.JaxRuntimeError as error:
-    if "DEADLINE_EXCEEDED" not in str(error):
-      raise
+  failure = []
+
+  def barrier():
+    try:
+      multihost_utils.sync_global_devices(name)
+    except Exception as error:  # noqa: BLE001 (re-raised in the caller's thread)
+      failure.append(error)
+
+  waiter = threading.Thread(target=barrier, daemon=True)
+  waiter.start()
+  waiter.join(timeout)
+  if waiter.is_alive():
     raise TimeoutError(f"the other processes did not store their chunks within {timeout:g} s "
-                       f"(wait_timeout).") from error
+                       f"(wait_timeout).")
+  if failure:
+    raise failure[0]

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from lagjax.data import languages
 from lagjax.data import lengths as lengths_lib
+from lagjax.data import occurrence as occurrence_family
 from lagjax.tasks import base
 
 
@@ -40,7 +40,7 @@ def _language_task(name: str, make_language, d, letters, pi, length, max_len,
   lang = make_language(d, letters, pi=pi, length=placeholder)
   if length is None:
     try:
-      length = languages.balanced_geometric(lang.kind, d, lang.letters, pi)
+      length = occurrence_family.balanced_geometric(lang.kind, d, lang.letters, pi)
     except ValueError as error:
       raise ValueError(f"length must be given: the default fails, {error}") from error
     lang = dataclasses.replace(lang, length=length)
@@ -84,14 +84,14 @@ def occurrence_task(*, d: int = 50, letter: int = 0, pi=None, length=None, max_l
   Returns:
     A classification Task with token inputs.
   """
-  return _language_task("occurrence", lambda d, letters, **kw: languages.occurrence(
+  return _language_task("occurrence", lambda d, letters, **kw: occurrence_family.occurrence(
       d, letters[0], **kw), d, (letter,), pi, length, max_len, loss)
 
 
 def or_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=None,
             max_len=None, loss: str = "squared") -> base.Task:
   """OR: y = +1 iff some letter of `letters` occurs; options as occurrence_task."""
-  return _language_task("or", languages.any_of, d, letters, pi, length, max_len, loss)
+  return _language_task("or", occurrence_family.any_of, d, letters, pi, length, max_len, loss)
 
 
 def and_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=None,
@@ -100,4 +100,4 @@ def and_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=No
 
   The balanced geometric p is found by bisection (p ≈ 0.0113 at d = 50, two letters).
   """
-  return _language_task("and", languages.all_of, d, letters, pi, length, max_len, loss)
+  return _language_task("and", occurrence_family.all_of, d, letters, pi, length, max_len, loss)

@@ -1,0 +1,174 @@
+"""The occurrence family: labels from the presence of letters (docs/theory.md section 1).
+
+  occurrence(a): y = +1 iff a ∈ w;
+  any_of(L) (OR): y = +1 iff some letter of L occurs;
+  all_of(L) (AND): y = +1 iff every letter of L occurs.
+
+Every label is a signed sum of support indicators, y(w) = Σ_k coef_k 1{w ⊆ S_k}
+(the PresenceLabels capability), so for any length law P(w ⊆ S) = G(π_S) gives
+exact class balances. Token roles: for occurrence and any_of every letter of L
+plays one role (the label depends only on their total count), for all_of each
+letter is its own role; the other tokens share one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from lagjax.data import languages
+from lagjax.data import lengths as lengths_lib
+
+KINDS = ("occurrence", "any_of", "all_of")
+
+
+@dataclasses.dataclass(frozen=True)
+class OccurrenceLanguage(languages.Language, languages.PresenceLabels):
+  """A language of the occurrence family with its token law π and length law.
+
+  Attributes:
+    kind: one of KINDS.
+    d: alphabet size.
+    letters: the letters whose presence decides the label.
+    pi: token law π, a tuple of d probabilities.
+    length: the length law L.
+  """
+
+  kind: str
+  d: int
+  letters: tuple[int, ...]
+  pi: tuple[float, ...]
+  length: lengths_lib.LengthLaw
+
+  def describe(self) -> str:
+    return f"{self.kind}(d={self.d}, letters={self.letters})"
+
+  def margin_letters(self) -> tuple[int, ...]:
+    return self.letters
+
+  @property
+  def positive_if_any(self) -> tuple[int, ...] | None:
+    return self.letters if self.kind in ("occurrence", "any_of") else None
+
+  def token_roles(self) -> np.ndarray:
+    role = np.zeros(self.d, np.int64)
+    letters = list(self.letters)
+    role[letters] = np.arange(1, len(letters) + 1) if self.kind == "all_of" else 1
+    return role
+
+  def inclusion_exclusion(self) -> tuple[np.ndarray, np.ndarray]:
+    everything = np.ones(self.d, dtype=bool)
+    if self.kind in ("occurrence", "any_of"):
+      # y = 1 - 2 · 1{w ⊆ Σ∖L}.
+      avoid = everything.copy()
+      avoid[list(self.letters)] = False
+      return np.array([1.0, -2.0]), np.stack([everything, avoid])
+    # all_of: 1{all present} = Σ_{T ⊆ L} (-1)^|T| 1{w ⊆ Σ∖T}; y = 2·that - 1.
+    coefs, supports = [], []
+    for size in range(len(self.letters) + 1):
+      for subset in itertools.combinations(self.letters, size):
+        support = everything.copy()
+        support[list(subset)] = False
+        coefs.append(2.0 * (-1.0) ** size)
+        supports.append(support)
+    coefs[0] -= 1.0
+    return np.array(coefs), np.stack(supports)
+
+  def positive_rate(self) -> float:
+    return languages.presence_rate(self)
+
+  def _label(self, present):
+    positive = jnp.all(present, axis=-1) if self.kind == "all_of" else jnp.any(present, axis=-1)
+    return jnp.where(positive, 1.0, -1.0)
+
+  def label_counts(self, counts):
+    return self._label(jnp.asarray(counts)[..., list(self.letters)] > 0)
+
+  def label_tokens(self, tokens, mask):
+    tokens = jnp.asarray(tokens)
+    return self._label(jnp.stack([jnp.any((tokens == a) & mask, axis=-1) for a in self.letters],
+                                 axis=-1))
+
+
+def _check_letters(d: int, letters: Sequence[int]) -> tuple[int, ...]:
+  letters = tuple(int(a) for a in letters)
+  if not letters:
+    raise ValueError("letters must name at least one letter in {0, …, d-1}.")
+  bad = [a for a in letters if not 0 <= a < d]
+  if bad:
+    raise ValueError(f"letters must lie in {{0, …, {d - 1}}} (d = {d}); got {bad}.")
+  if len(set(letters)) != len(letters):
+    raise ValueError(f"letters must not repeat; got {letters}.")
+  if len(letters) == d:
+    raise ValueError(f"letters must leave at least one other letter (d = {d}); got {letters}.")
+  return letters
+
+
+def balanced_geometric(kind: str, d: int, letters, pi=None) -> lengths_lib.Geometric:
+  """The geometric law with P(y = +1) = 1/2 (docs/theory.md section 1).
+
+  For occurrence/any_of, P(y = -1) = G(z) with z = π_{Σ∖L}, and G(z) = 1/2 solves
+  to p = (1 - z)/z. For all_of, the root in p is bracketed and bisected.
+  """
+  d = languages.check_alphabet(d)
+  letters = _check_letters(d, letters)
+  pi = languages.check_pi(d, pi)
+  if kind in ("occurrence", "any_of"):
+    z = 1.0 - sum(pi[a] for a in letters)
+    if z <= 0.5:
+      raise ValueError(
+          f"no geometric length law balances {kind}{letters}: P(y=-1) < π(Σ∖L) = {z:.4g} ≤ 1/2."
+      )
+    return lengths_lib.Geometric((1.0 - z) / z)
+
+  def positive_rate(p):
+    return OccurrenceLanguage(kind, d, letters, pi, lengths_lib.Geometric(p)).positive_rate() - 0.5
+
+  lo, hi = 1e-12, 1.0 - 1e-12
+  if positive_rate(lo) * positive_rate(hi) > 0:
+    raise ValueError(f"no geometric length law balances {kind}{letters}.")
+  for _ in range(200):
+    mid = 0.5 * (lo + hi)
+    if positive_rate(lo) * positive_rate(mid) <= 0:
+      hi = mid
+    else:
+      lo = mid
+    if hi - lo < 1e-16:
+      break
+  return lengths_lib.Geometric(0.5 * (lo + hi))
+
+
+def _make(kind: str, d, letters, pi, length) -> OccurrenceLanguage:
+  d = languages.check_alphabet(d)
+  letters = _check_letters(d, letters)
+  pi = languages.check_pi(d, pi)
+  length = balanced_geometric(kind, d, letters, pi) if length is None else length
+  return OccurrenceLanguage(kind, d, letters, pi, languages.check_length(length))
+
+
+def occurrence(d: int, letter: int = 0, *, pi=None, length=None) -> OccurrenceLanguage:
+  """y = +1 iff `letter` occurs; balanced geometric length by default."""
+  return _make("occurrence", d, (letter,), pi, length)
+
+
+def any_of(d: int, letters: Sequence[int], *, pi=None, length=None) -> OccurrenceLanguage:
+  """OR: y = +1 iff some letter of `letters` occurs."""
+  return _make("any_of", d, letters, pi, length)
+
+
+def all_of(d: int, letters: Sequence[int], *, pi=None, length=None) -> OccurrenceLanguage:
+  """AND: y = +1 iff every letter of `letters` occurs."""
+  return _make("all_of", d, letters, pi, length)
+
+
+# make(name, d, letters, ...) for every kind; occurrence takes the first letter.
+languages.register("occurrence", lambda d, letters=(0,), **options: occurrence(
+    d, tuple(letters)[0], **options))
+languages.register("any_of", lambda d, letters=(0, 1), **options: any_of(d, letters, **options))
+languages.register("all_of", lambda d, letters=(0, 1), **options: all_of(d, letters, **options))
+
+__all__ = ["KINDS", "OccurrenceLanguage", "all_of", "any_of", "balanced_geometric", "occurrence"]

@@ -1,0 +1,144 @@
+"""Engines: what runs a plan on a language, behind one contract (docs/theory.md section 5).
+
+An engine declares what it supports,
+
+    supports(lang, plan, loss, route) -> None, or one line naming what is missing,
+
+and builds an `Evaluation`: evaluate(etas, key) -> Trajectory, with the plan's
+step sizes etas (#phases,) traced (vmap it over a grid) and the key used by
+empirical objectives. Every engine records on the same grid,
+runner.record_grid(T, num_records), and returns token-group values
+(lagjax/dynamics/trajectory.py), so callers never rescale, pad or re-derive.
+
+- "closed_form": output phases in closed form, O(1) in their length, attention
+  phases by exact steps (lagjax/dynamics/closed_form.py);
+- "steps": the one training loop with exact population or empirical gradients
+  (lagjax/dynamics/train.py), for every plan the loop can run.
+
+`build(..., engine="auto")` takes the first engine of ORDER that supports the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from lagjax import risk as risk_lib
+from lagjax.data import languages
+from lagjax.data import partition as partition_lib
+from lagjax.dynamics import closed_form, plans, runner, train
+from lagjax.dynamics.trajectory import Trajectory
+from lagjax.models import direct
+
+
+class Evaluation(NamedTuple):
+  """An engine built for one (language, plan structure).
+
+  Attributes:
+    engine: the engine's name.
+    evaluate: (etas (#phases,), key) -> Trajectory; jittable and vmappable.
+    partition: the token groups the Trajectory's values live on.
+    record_steps: (R,) the record grid; uniform: (R,) mask of its uniformly spaced
+      records (the lag metrics' grid, docs/theory.md §6).
+  """
+
+  engine: str
+  evaluate: Callable
+  partition: partition_lib.Partition
+  record_steps: np.ndarray
+  uniform: np.ndarray
+
+
+class Engine(NamedTuple):
+  """supports(lang, plan, loss, route) -> None | str; build(lang, plan, loss, route,
+  num_records, max_risk) -> (evaluate, partition)."""
+
+  supports: Callable
+  build: Callable
+
+
+def _build_closed_form(lang, plan, loss, route, num_records, max_risk):
+  del loss, route  # supports() has checked them
+  partition = partition_lib.of_language(lang)
+  trajectory = closed_form.make_trajectory(lang, plan, num_records=num_records,
+                                           partition=partition, max_risk=max_risk)
+  return (lambda etas, key: trajectory(etas)), partition
+
+
+def _supports_steps(lang, plan, loss, route) -> str | None:
+  try:
+    risk_lib.resolve_route(lang, loss, route)
+  except ValueError as error:
+    return str(error).rstrip(".")
+  if any(isinstance(phase.objective, plans.Empirical) for phase in plan.phases):
+    return languages.missing(lang, languages.PresenceLabels,
+                             "labels from token counts, which empirical objectives sample")
+  return None
+
+
+def _build_steps(lang, plan, loss, route, num_records, max_risk):
+  partition = train.choose_partition(lang, direct.zero_params(lang.d), plan, "auto")
+  run_plan = train.make_runner(lang, plan.slots(), partition, num_steps=plan.total_steps,
+                               loss=loss, route=route, max_risk=max_risk,
+                               record_steps=runner.record_grid(plan.total_steps, num_records))
+  theta0 = direct.zero_params(partition.num_groups)
+
+  def evaluate(etas, key) -> Trajectory:
+    run = run_plan(theta0, key, plan.data(etas=etas))
+    grouped = dict(run.params, alpha=partition.group(run.params["alpha"]),
+                   beta=partition.group(run.params["beta"]))
+    return Trajectory(grouped, run.steps, run.risk, partition.group(run.alpha),
+                      partition.group(run.beta), run.diverged, run.diverged_step, partition)
+
+  return evaluate, partition
+
+
+ENGINES = {"closed_form": Engine(closed_form.supports, _build_closed_form),
+           "steps": Engine(_supports_steps, _build_steps)}
+# "auto" takes the first engine, in this order, that supports the plan.
+ORDER = ("closed_form", "steps")
+
+
+def choose(lang: languages.Language, plan: plans.Plan, loss="squared", route: str = "auto",
+           engine: str = "auto") -> str:
+  """The engine to use: `engine` itself if it supports the plan, or for "auto" the first of
+  ORDER that does; otherwise a ValueError naming what each one misses."""
+  languages.check_language(lang, "an engine")
+  if engine != "auto":
+    if engine not in ENGINES:
+      raise ValueError(f"engine must be one of {('auto', *ENGINES)}; got {engine!r}.")
+    reason = ENGINES[engine].supports(lang, plan, loss, route)
+    if reason is not None:
+      raise ValueError(f"engine {engine!r} cannot run plan {plan.name!r}: {reason}.")
+    return engine
+  reasons = {name: ENGINES[name].supports(lang, plan, loss, route) for name in ORDER}
+  chosen = next((name for name, reason in reasons.items() if reason is None), None)
+  if chosen is None:
+    raise ValueError(f"no engine runs plan {plan.name!r} on {lang.describe()}: "
+                     + "; ".join(f"{name}: {reason}" for name, reason in reasons.items()) + ".")
+  return chosen
+
+
+def build(lang: languages.Language, plan: plans.Plan, *, loss="squared", route: str = "auto",
+          num_records: int = 64, max_risk: float = runner.MAX_VALUE,
+          engine: str = "auto") -> Evaluation:
+  """Builds the chosen engine's evaluator for `plan`'s structure from θ0 = 0.
+
+  Args:
+    lang, plan: the language and the plan (its step sizes are placeholders: evaluate
+      takes them).
+    loss, route: the loss and the population route of the objective.
+    num_records: K of the record grid runner.record_grid(T, K).
+    max_risk: the divergence cap (docs/theory.md §5).
+    engine: "auto", "closed_form" or "steps".
+  """
+  name = choose(lang, plan, loss, route, engine)
+  evaluate, partition = ENGINES[name].build(lang, plan, loss, route, num_records, max_risk)
+  return Evaluation(name, evaluate, partition,
+                    runner.record_grid(plan.total_steps, num_records),
+                    runner.uniform_records(plan.total_steps, num_records))
+
+
+__all__ = ["ENGINES", "ORDER", "Engine", "Evaluation", "Trajectory", "build", "choose"]
