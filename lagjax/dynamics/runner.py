@@ -96,8 +96,8 @@ def every(num_steps: int, record_every: int) -> np.ndarray:
 
 def record_grid(total_steps: int, num_records: int) -> np.ndarray:
   """The engines' record grid (lagjax/dynamics/engines.py): round(k T / K) for k = 0…K
-  (uniform, for the lag metrics) joined with round(T^(k/K)) (geometric, for risk curves on
-  a log axis); sorted, unique."""
+  (uniform, for the lag metrics) joined with round(T^(k/(K-1))) for k = 0…K-1 (geometric,
+  for risk curves on a log axis); sorted, unique."""
   uniform = np.round(np.linspace(0, total_steps, num_records + 1))
   geometric = np.round(np.geomspace(1, total_steps, num_records))
   return np.unique(np.concatenate([uniform, geometric])).astype(np.int64)

@@ -1,4 +1,4 @@
-"""What every risk route returns, and the loss registry (docs/theory.md sections 2-3)."""
+"""What every risk route returns (docs/theory.md section 3); the losses are lagjax/losses.py."""
 
 from __future__ import annotations
 
@@ -7,6 +7,14 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from lagjax.losses import (  # noqa: F401 (the routes read the losses through this module)
+    LOSSES,
+    get_loss,
+    logistic_loss,
+    squared_loss,
+    zero_one_error,
+)
 
 
 class Route(NamedTuple):
@@ -24,33 +32,6 @@ class Route(NamedTuple):
   risk: Callable
   report: Callable
   partition: object
-
-
-def squared_loss(f, y):
-  """ℓ = ½ (f - y)²."""
-  return 0.5 * (f - y) ** 2
-
-
-def logistic_loss(f, y):
-  """ℓ = log(1 + e^{-y f}), computed as softplus(-y f)."""
-  return jax.nn.softplus(-y * f)
-
-
-def zero_one_error(f, y):
-  """1{sign f ≠ y}; sign 0 counts as an error."""
-  return jnp.where(jnp.sign(f) == y, 0.0, 1.0)
-
-
-LOSSES = {"squared": squared_loss, "logistic": logistic_loss}
-
-
-def get_loss(loss) -> Callable:
-  """Looks a loss up by name; a callable (f, y) -> ℓ is returned as is."""
-  if callable(loss):
-    return loss
-  if loss not in LOSSES:
-    raise ValueError(f"unknown loss {loss!r}; known losses: {sorted(LOSSES)} or a callable (f, y).")
-  return LOSSES[loss]
 
 
 def loss_bound(loss, max_abs_beta):

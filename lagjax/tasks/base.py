@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lagjax import losses
 from lagjax.data import lengths as lengths_lib
-from lagjax.risk import base as risk_base
 from lagjax.validation import check_choice, check_int, check_positive  # noqa: F401 (re-exported to the task files)
 
 KINDS = ("classification", "regression", "next_token")
@@ -179,7 +179,7 @@ def classification_fns(loss: str) -> tuple[Callable, Callable]:
   loss: the mean of ℓ(f, y) ("squared" ½(f - y)², or "logistic").
   metric: {"accuracy": mean 1{sign f = y} (sign 0 is an error), "loss": the same mean loss}.
   """
-  loss_fn = risk_base.get_loss(check_choice("loss", loss, risk_base.LOSSES))
+  loss_fn = losses.get_loss(check_choice("loss", loss, losses.LOSSES))
 
   def mean_loss(outputs, batch: Batch):
     check_outputs(outputs, batch.targets.shape, "one score f per sequence")
@@ -187,7 +187,7 @@ def classification_fns(loss: str) -> tuple[Callable, Callable]:
 
   def metric(outputs, batch: Batch):
     check_outputs(outputs, batch.targets.shape, "one score f per sequence")
-    errors = risk_base.zero_one_error(outputs, batch.targets)
+    errors = losses.zero_one_error(outputs, batch.targets)
     return {"accuracy": 1.0 - jnp.mean(errors), "loss": jnp.mean(loss_fn(outputs, batch.targets))}
 
   return mean_loss, metric
