@@ -260,6 +260,59 @@ def test_table1_one_compilation_equals_per_plan_runs(name, model):
                                   np.asarray(getattr(alone, field)), atol=1e-12, rtol=0)
 
 
+# Final validation metric per (candidate η, validation seed) for the selection test below.
+# Candidate η = 0.2 has the best mean over seeds (4); seed 0 alone would pick η = 0.1, seed 1
+# alone η = 0.3, and a reshape with swapped axes, (seeds, candidates).mean(0) of the
+# candidate-major scores [0, 10, 4, 4, 6, 3], gives [2, 8, 3.5] and picks η = 0.1 too.
+SELECTION_SCORES = {0.1: (0.0, 10.0), 0.2: (4.0, 4.0), 0.3: (6.0, 3.0)}
+
+
+@pytest.mark.parametrize("metric_name", ["risk", "accuracy"])
+def test_table1_selection_averages_each_candidate_over_validation_seeds(metric_name):
+  """run_task picks the step size with the best mean validation score over the seeds.
+
+  A fake runner scores each run from its plan's η and its validation key (3 candidates x 2
+  seeds), so no training runs. With accuracy (higher is better) the scores are negated and
+  the same candidate must win."""
+  from types import SimpleNamespace
+  from typing import NamedTuple
+
+  from experiments import table1_protocol as protocol
+
+  config = table1_config(plans=("joint",))
+  protocol.quick(config)  # sets one validation seed: override after it
+  config.validation_seeds, config.num_seeds = 2, 1
+  config.task_settings.occurrence.eta_grid = tuple(SELECTION_SCORES)
+  protocol.validate(config)
+  validation_key, test_key = jax.random.key(0), jax.random.key(1)
+  seed_keys = np.asarray(jax.random.key_data(jax.random.split(validation_key, 2)))
+  sign = 1.0 if metric_name == "risk" else -1.0
+
+  class FakeRun(NamedTuple):
+    test_metric: np.ndarray
+    diverged: np.ndarray
+
+  def fake_runner(keys, data):
+    etas = np.asarray(data.etas)[:, 0]  # joint: one phase, one η
+    key_data = np.asarray(jax.random.key_data(keys))
+    final = []
+    for eta, key in zip(etas, key_data):
+      seed = [i for i, k in enumerate(seed_keys) if np.array_equal(k, key)]
+      final.append(sign * SELECTION_SCORES[float(eta)][seed[0]] if seed else 0.0)
+    final = np.asarray(final)
+    return FakeRun(np.stack([np.zeros_like(final), final], axis=1), np.zeros(len(final), bool))
+
+  def make_runner(task, model, slots, **options):
+    return fake_runner
+
+  task = SimpleNamespace(metric_name=metric_name)
+  results = protocol.run_task(config, "occurrence", (task, None), validation_key, test_key,
+                              make_runner=make_runner)
+  assert len(protocol.candidates(config, "occurrence")) == 3
+  assert set(results) == {"joint"}
+  assert results["joint"][0].eta_out == 0.2
+
+
 def test_table1_binary_rejects_a_bad_override_of_a_keyword_task():
   """The documented indexed override reaches the "and" block and fails before any compute."""
   result = subprocess.run(

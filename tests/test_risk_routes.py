@@ -207,6 +207,29 @@ def test_laplace_and_lattice_gradients_agree(d, kind, cls):
                               rtol=0)
 
 
+@pytest.mark.parametrize("step", [0.2, 0.125])
+def test_laplace_step_is_the_quadrature_weight(step):
+  """The Laplace route at a non-default lattice step h equals the default-step route and the
+  lattice route, in value and gradient.
+
+  The trapezoid error falls like exp(-2πa/h): < 1e-15 relative at h = STEP = 0.25
+  (docs/theory.md §3a) and smaller at every h < 0.25, so a route whose weights are not h
+  (e.g. the module constant STEP = 0.25: off by 2.0 at h = 0.2 and 8.1 at h = 0.125 on
+  this θ) fails. The tolerances are those of the oracle comparisons above (RISK_TOL,
+  GRAD_TOL): quadrature < 1e-15 relative, lattice tail < 1e-13, then float64 rounding.
+  """
+  d, kind, cls = 4, "any_of", True
+  theta = random_theta(d, 3, cls)
+  lang = make_language(d, kind)
+  value, grad = jax.jit(jax.value_and_grad(
+      lj.risk_fn(lang, route="laplace", cls=cls, step=step).risk))(theta)
+  out = exact_routes(d, kind, cls)(theta)
+  for reference in ("laplace", "squared"):  # default step, and the lattice route
+    reference_value, reference_grad = out[reference]
+    assert abs(float(value) - float(reference_value)) < RISK_TOL, reference
+    chex.assert_trees_all_close(as_numpy(grad), as_numpy(reference_grad), atol=GRAD_TOL, rtol=0)
+
+
 # The eager API compiles its own routes per case; half the cases (each kind, both
 # alphabets, with and without CLS) keep the suite fast. The routes themselves
 # are checked on all of CASES above.

@@ -345,6 +345,31 @@ def test_without_positions_the_model_sees_only_counts():
   assert abs(float(out[0] - out[1])) > 1e-3
 
 
+@pytest.mark.parametrize("attention", tf.ATTENTIONS)
+@pytest.mark.parametrize("inputs", ["tokens", "embeddings"])
+def test_last_token_query_is_the_last_real_position(attention, inputs):
+  """The last-token query is the last True entry of the mask, not entry (count - 1): with
+  holes in the mask ([F, T, T, F], [T, F, T, F]) f equals f of the same string with the
+  masked-out entries removed (a full mask). Without positions f sees only the real tokens
+  and the query, so both sides are the same float64 terms, summed in another order
+  (zeros in place of the masked entries): 1e-12 is rounding only (outputs are O(1))."""
+  rng = np.random.default_rng(8)
+  config = tf.TransformerConfig(vocab=4, heads=2, query="last", attention=attention)
+  params, fixed = random_params(rng, config)
+  tokens = np.array([[0, 1, 2, 3], [2, 3, 1, 0]])
+  mask = np.array([[False, True, True, False], [True, False, True, False]])
+  kept = np.array([[1, 2], [2, 1]])  # the real tokens of each row, in order
+  if inputs == "embeddings":  # the explicit-stream path instead of the token lookup
+    tokens, kept = fixed["E"][tokens], fixed["E"][kept]
+  holes = tf.apply(params, fixed, config, tokens, mask)
+  prefix = tf.apply(params, fixed, config, kept, np.ones((2, 2), bool))
+  chex.assert_trees_all_close(holes, prefix, atol=1e-12, rtol=0)
+  # The rows' second-to-last real tokens differ from their last ones, so a query taken at
+  # entry (count - 1) would change f.
+  assert np.all(np.abs(np.asarray(prefix - tf.apply(params, fixed, config, kept[:, ::-1],
+                                                    np.ones((2, 2), bool)))) > 1e-3)
+
+
 # ---------------------------------------------------------------------------
 # Bad input.
 # ---------------------------------------------------------------------------
