@@ -146,6 +146,26 @@ def test_gram_recurrence_equals_the_closed_form():
   np.testing.assert_allclose(gram @ limit, target, rtol=0, atol=1e-10)
 
 
+def test_phase_three_continues_from_beta1_at_finite_and_infinite_t():
+  """docs/theory.md §9d: phase 3 starts at phase 1's β, for finite T and T = ∞ alike. With
+  fewer strings than tokens H_N is singular: GD never moves β1's null-space component,
+  and the T = ∞ path keeps it too, so long finite-T GD (every non-null direction
+  contracted below 1e-13 by T) and T = ∞ agree to 1e-10; restarting at β = 0 would not."""
+  rng = np.random.default_rng(3)
+  masses = rng.dirichlet(np.ones(6), size=4)                      # rank 4 < 6
+  labels = np.array([1.0, -1.0, 1.0, -1.0])
+  gram, target = jnp.asarray(masses.T @ masses / 4), jnp.asarray(masses.T @ labels / 4)
+  eigenvalues = np.linalg.eigvalsh(np.asarray(gram))
+  smallest = eigenvalues[eigenvalues > 1e-10].min()
+  steps = int(np.ceil(np.log(1e-13) / np.log1p(-smallest)))       # (1 - λ)^T <= 1e-13
+  beta1 = jnp.asarray(rng.normal(size=6))
+  long = finite_sample.output_phase(gram, target, beta1, 1.0, steps)
+  limit = finite_sample.output_phase(gram, target, beta1, 1.0, math.inf)
+  np.testing.assert_allclose(long, limit, rtol=0, atol=1e-10)
+  restarted = finite_sample.output_phase(gram, target, jnp.zeros(6), 1.0, math.inf)
+  assert float(jnp.abs(limit - restarted).max()) > 1e-3         # the start matters
+
+
 def direct_monte_carlo(lang, n_grid, seeds, eta1, eta2, eta3, steps, threshold):
   """Success rates of the three-phase plan by an independent route: explicit token strings
   (numpy), per-step GD on the empirical risk for all three phases, exact 0-1 error."""

@@ -165,7 +165,7 @@ def make_simulator(lang: languages.Language, plan: plans.Plan, *, cls: bool = Fa
 
 
 def three_phase_outcome(lang: languages.Language, eta1: float, eta2: float, eta3: float,
-                steps: int | float, *, cls: bool = False) -> dict:
+                        steps: int | float, *, cls: bool = False) -> dict:
   """The three-phase plan from zero in closed form: one output step (η1), one attention
   step (η2), then `steps` output steps (η3); steps may be math.inf.
 
@@ -175,46 +175,75 @@ def three_phase_outcome(lang: languages.Language, eta1: float, eta2: float, eta3
   Returns:
     A dict with the final per-token params, the squared risk (quadratic_risk at
     the final α), the exact 0-1 error (threshold or lattice route, certified to
-    1e-12; NaN where neither is feasible or the run diverged) and whether the run
-    diverged (then params and risk are not meaningful).
+    1e-12; NaN where neither is feasible or the run diverged), whether the run
+    diverged and the step at which (-1 if not), by the runner's rule
+    (docs/theory.md §5): then params and risk are those of the state at that step,
+    as lj.train reports them, and the risk is above the cap or not finite.
   """
   validation.require_float64("lj.closed_form.three_phase_outcome")
   plans.three_phase(eta1, eta2, eta3, 1 if steps == math.inf else steps)  # checks η and T
   run = _three_phase_kernel(lang, bool(cls))
-  params, final_risk, diverged = run(jnp.asarray([eta1, eta2, eta3], dtype=jnp.float64),
-                                     jnp.asarray(steps, dtype=jnp.float64))
+  params, final_risk, diverged, diverged_step = run(
+      jnp.asarray([eta1, eta2, eta3], dtype=jnp.float64), jnp.asarray(steps, dtype=jnp.float64))
   partition = partition_lib.of_language(lang)
   token_params = dict(params, alpha=partition.expand(params["alpha"]),
                       beta=partition.expand(params["beta"]))
   error = None if diverged else risk_lib.exact_error(lang, token_params)
   return {"params": token_params, "risk": float(final_risk),
-          "error": float(np.nan) if error is None else error.value, "diverged": bool(diverged)}
+          "error": float(np.nan) if error is None else error.value, "diverged": bool(diverged),
+          "diverged_step": int(diverged_step)}
+
+
+# Bisection steps that locate divergence in the last phase: any step count below 2^62.
+_LAST_PHASE_ITERATIONS = 64
 
 
 @functools.lru_cache(maxsize=32)
 def _three_phase_kernel(lang: languages.Language, cls: bool):
-  """Jitted (etas (3,), steps) -> (grouped params, risk, diverged) of the three-phase plan.
+  """Jitted (etas (3,), steps) -> (grouped params, risk, diverged, diverged_step) of the
+  three-phase plan.
 
   The first two phases run through make_trajectory (one step each, the third
   phase with η = 0); the last output phase is output_gd with a traced step count,
-  so finite T and T = ∞ share one compilation.
+  so finite T and T = ∞ share one compilation. Divergence in it is located by
+  runner.locate_divergence on the exact states β_t (bracketed by t = 0 and the
+  last step judged, min(T, 2^62) - 1).
   """
   partition = partition_lib.of_language(lang)
   trajectory = make_trajectory(lang, plans.three_phase(1.0, 1.0, 1.0, 1), num_records=1,
                                cls=cls, partition=partition)
   moments = moments_lib.moments_fn(lang, partition, cls=cls)
   metric = jnp.asarray(np.concatenate([partition.sizes, [1.0]]) if cls else partition.sizes)
-  groups = partition.num_groups
 
   def run(etas, steps):
     start = trajectory(etas.at[2].set(0.0))
     hessian, target = moments(start.params)
-    beta_all = output_gd(hessian, target, metric, start.beta[-1], etas[2], steps)
-    params = dict(start.params, beta=beta_all[:groups])
-    if cls:
-      params["beta_cls"] = beta_all[groups]
-    final_risk = quadratic_risk(hessian, target, beta_all)
-    return params, final_risk, start.diverged | ~jnp.isfinite(final_risk)
+    factors = gram_factors(hessian, target)
+    alpha = direct.stack(start.params, "alpha")
+
+    def state_at(t):
+      beta = output_gd(hessian, target, metric, start.beta[-1], etas[2], t)
+      return gram_risk(factors, beta), alpha, beta
+
+    # The end state is judged at T itself (T = ∞: the limit, with output_gd's null-space
+    # rule), the bisection runs over finite steps below min(T, 2^62).
+    last = jnp.minimum(steps, 2.0**62)
+    probes = jnp.stack([jnp.asarray(0.0), steps])
+    risk, _, beta = jax.vmap(state_at)(probes)
+    records = {"risk": risk, "alpha": jnp.broadcast_to(alpha, beta.shape), "beta": beta}
+    late, late_step = runner.locate_divergence(records, probes, last, state_at,
+                                               runner.MAX_VALUE, _LAST_PHASE_ITERATIONS)
+    # Phases 1-2 judge global steps 0-2 (step 2 is the last phase's start).
+    diverged = start.diverged | late
+    diverged_step = jnp.where(start.diverged, start.diverged_step,
+                              jnp.where(late, 2 + late_step, -1))
+    stop = jnp.where(late & ~start.diverged, late_step, steps)
+    final_risk, _, beta = state_at(stop)
+    params = direct.unstack(start.params, "beta", beta)
+    final_risk = jnp.where(start.diverged, start.risk[-1], final_risk)
+    params = jax.tree_util.tree_map(lambda frozen, new: jnp.where(start.diverged, frozen, new),
+                                    start.params, params)
+    return params, final_risk, diverged, diverged_step
 
   return jax.jit(run)
 
@@ -255,9 +284,10 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
   attention gradient ∂R/∂α_g = E[(f - y) W_g (β_g - f)] is a quadratic form in β
   with zero constant term, Bβ + ½ C[β, β], whose coefficients come once from the
   derivatives of (H, g) at α = 0; so the three-phase plan's
-  attention step costs O(G³). A record whose risk is non-finite or above max_risk marks
-  the run diverged at that record's step (located to the record spacing); the
-  final values are those of the last finite record.
+  attention step costs O(G³). Divergence follows the runner's rule (docs/theory.md §5):
+  the first step t < T whose state has a non-finite or capped risk or non-finite
+  parameters, located exactly between records; the run then stays at θ_t, as in
+  the runner.
   """
   validation.require_float64("lj.closed_form.make_trajectory")
   reason = supports(lang, plan)
@@ -283,21 +313,31 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
       np.asarray(x) for x in _constants_at_zero(moments, unstack, zero, metric.shape[0]))
   scale = metric
 
+  total = plan.total_steps
+  # Bisection steps that locate the first bad state between two records (docs/theory.md §5).
+  locate_iterations = max(1, int(np.ceil(np.log2(max(np.diff(steps).max(initial=1), 1)))) + 1)
+
   def trajectory(etas):
     params = zero
     alpha_is_zero = True  # static: no attention phase has run yet
-    risks, alphas, betas = [], [], []
+    risks, alphas, betas, states = [], [], [], []
     for i, phase in enumerate(plan.phases):
       local = jnp.asarray(steps[owner == i] - bounds[i])
       if phase.group == "output":
         hessian, target = (zero_hessian, zero_target) if alpha_is_zero else moments(params)
         factors = zero_factors if alpha_is_zero else gram_factors(hessian, target)
-        path = output_gd_path(hessian, target, metric, stack(params, "beta"), etas[i],
+        start_alpha, start_beta = stack(params, "alpha"), stack(params, "beta")
+        path = output_gd_path(hessian, target, metric, start_beta, etas[i],
                               jnp.concatenate([local, jnp.asarray([phase.steps])]))
         risks.append(gram_risk(factors, path[:-1]))
-        alphas.append(jnp.broadcast_to(stack(params, "alpha"), (local.shape[0], metric.shape[0])))
+        alphas.append(jnp.broadcast_to(start_alpha, (local.shape[0], metric.shape[0])))
         betas.append(path[:-1])
         params = unstack(params, "beta", path[-1])
+
+        def state(t, hessian=hessian, target=target, factors=factors, alpha=start_alpha,
+                  beta=start_beta, eta=etas[i]):
+          beta_t = output_gd(hessian, target, metric, beta, eta, t)
+          return gram_risk(factors, beta_t), alpha, beta_t
       else:
         def attention_step(params, _, eta=etas[i]):
           risk, grads = value_and_grad(params)
@@ -317,17 +357,35 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
         if alpha_is_zero:
           risk_path = jnp.concatenate([first_risk[None], risk_path])
           alpha_path = jnp.concatenate([jnp.zeros((1, metric.shape[0])), alpha_path])
-        if i == len(plan.phases) - 1:  # the record at T: the state after the last step
-          risk_path = jnp.concatenate([risk_path, route.risk(params)[None]])
-          alpha_path = jnp.concatenate([alpha_path, stack(params, "alpha")[None]])
+        # The state after the phase's last step: the next phase's start, or the record at T.
+        risk_path = jnp.concatenate([risk_path, route.risk(params)[None]])
+        alpha_path = jnp.concatenate([alpha_path, stack(params, "alpha")[None]])
         alpha_is_zero = False
         risks.append(risk_path[local])
         alphas.append(alpha_path[local])
         betas.append(jnp.broadcast_to(start_beta, (local.shape[0], metric.shape[0])))
+
+        def state(t, risk_path=risk_path, alpha_path=alpha_path, beta=start_beta):
+          index = jnp.clip(t, 0, risk_path.shape[0] - 1).astype(jnp.int64)
+          return risk_path[index], alpha_path[index], beta
+      states.append(state)
+
+    def state_at(t):
+      """(R(θ_t), α_t, β_t) at global step t, exactly, from the phase running at t."""
+      index = jnp.minimum(jnp.searchsorted(jnp.asarray(bounds[1:]), t, side="right"),
+                          len(plan.phases) - 1)
+      return jax.lax.switch(index, states, t - jnp.asarray(bounds)[index])
+
     records = {"risk": jnp.concatenate(risks), "alpha": jnp.concatenate(alphas),
                "beta": jnp.concatenate(betas)}
-    records, diverged, diverged_step = runner.freeze_records(records, records["risk"],
-                                                             max_risk, jnp.asarray(steps))
+    diverged, diverged_step = runner.locate_divergence(records, jnp.asarray(steps), total,
+                                                       state_at, max_risk, locate_iterations)
+    # As in the runner, the run stays at θ_{t*} from the step t* where it diverged on.
+    frozen_risk, frozen_alpha, frozen_beta = state_at(jnp.maximum(diverged_step, 0))
+    after = diverged & (jnp.asarray(steps) > diverged_step)
+    records = {"risk": jnp.where(after, frozen_risk, records["risk"]),
+               "alpha": jnp.where(after[:, None], frozen_alpha, records["alpha"]),
+               "beta": jnp.where(after[:, None], frozen_beta, records["beta"])}
     final = unstack(unstack(params, "alpha", records["alpha"][-1]), "beta",
                     records["beta"][-1])
     return trajectory_lib.Trajectory(final, jnp.asarray(steps), records["risk"],

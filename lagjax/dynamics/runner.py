@@ -21,7 +21,7 @@ Divergence: a step whose objective is not finite or exceeds `max_value`, or
 whose new parameters are not finite, is not taken; the run stays at its last
 finite parameters and is marked diverged at that step (`guard_divergence`).
 Closed forms, which compute their records without stepping, apply the same rule
-to the records after the fact (`freeze_records`).
+to the exact states between their records (`locate_divergence`).
 """
 
 from __future__ import annotations
@@ -65,23 +65,35 @@ def guard_divergence(value, max_value, proposed, current, t):
   return (*keep, ~finite, jnp.where(finite, -1, t))
 
 
-def freeze_records(records: dict, value, max_value, steps):
-  """(records, diverged, diverged_step) of records computed without stepping (closed forms).
+def locate_divergence(records: dict, steps, total: int, state_at, max_value, iterations: int):
+  """(diverged, diverged_step) of records computed without stepping (closed forms), by the
+  same rule as guard_divergence: the first step t < total whose state θ_t fails
+  step_is_finite (its risk, and θ_t in place of the new parameters).
 
-  The same rule as guard_divergence, applied after the fact: the first record whose
-  value is not finite or exceeds max_value, or holding a non-finite entry, marks the run
-  diverged at its step, and it and every later record take the last finite record's values.
+  records: {"risk": (R,), "alpha": (R, ·), "beta": (R, ·)} at steps (R,), rising to total;
+  state_at(t) -> (risk, alpha, beta) gives the exact state at any step t. The first
+  failing record brackets t* between two records, and `iterations` bisection steps on
+  state_at locate it: the first failing step whenever the rule, once failed, keeps
+  failing up to that record (a diverging phase crosses the cap along its growing
+  direction). The state at `total` is judged by no step, as in the loop.
   """
-  bad = ~jnp.isfinite(value) | (value > max_value)
-  for leaf in jax.tree_util.tree_leaves(records):
-    bad = bad | ~jnp.all(jnp.isfinite(leaf).reshape(leaf.shape[0], -1), axis=1)
-  diverged = bad.any()
-  first_bad = jnp.argmax(bad)
-  last_good = jnp.where(diverged, jnp.maximum(first_bad - 1, 0), bad.shape[0] - 1)
-  keep = jnp.arange(bad.shape[0]) <= last_good
-  frozen = jax.tree_util.tree_map(
-      lambda x: jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, x[last_good]), records)
-  return frozen, diverged, jnp.where(diverged, steps[first_bad], -1)
+  def bad(risk, alpha, beta):
+    return ~step_is_finite(risk, max_value, (alpha, beta))
+
+  record_bad = jax.vmap(bad)(records["risk"], records["alpha"], records["beta"])
+  first = jnp.argmax(record_bad)
+  lo = jnp.where(first > 0, steps[jnp.maximum(first - 1, 0)], -1)
+  hi = jnp.minimum(steps[first], total - 1)
+  diverged = record_bad.any() & (hi > lo) & bad(*state_at(hi))
+
+  def halve(_, bracket):
+    lo, hi = bracket
+    mid = (lo + hi) // 2
+    mid_bad = bad(*state_at(mid))
+    return jnp.where(mid_bad, lo, mid), jnp.where(mid_bad, mid, hi)
+
+  _, hi = jax.lax.fori_loop(0, iterations, halve, (lo, hi))
+  return diverged, jnp.where(diverged, hi, -1)
 
 
 def num_records(num_steps: int, record_every: int) -> int:
