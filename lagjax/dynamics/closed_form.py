@@ -56,11 +56,22 @@ def output_gd(hessian, target, sizes, beta0, eta, steps):
 
 def output_gd_path(hessian, target, sizes, beta0, eta, steps):
   """β_t for every t in `steps` (R,), from one eigendecomposition; returns (R, G)."""
+  return output_gd_solver(hessian, target, sizes, beta0, eta)(steps)
+
+
+def output_gd_solver(hessian, target, sizes, beta0, eta):
+  """steps (R,) -> β_t (R, G) of output_gd_path, with the eigendecomposition done once, so
+  that further step counts (divergence location) cost O(R G²)."""
   root = jnp.sqrt(sizes)
   eigenvalues, basis = jnp.linalg.eigh(hessian / root[:, None] / root[None, :])
   z0 = basis.T @ (root * beta0)
   b = basis.T @ (target / root)
   rate = eta * jnp.maximum(eigenvalues, 0.0)                       # ηλ per direction, (G,)
+  return functools.partial(_output_gd_at, eigenvalues, basis, root, z0, eta * b, rate)
+
+
+def _output_gd_at(eigenvalues, basis, root, z0, drive, rate, steps):
+  """β_t = D^{-1/2} Q z_t for every t in steps (R,) (see the module docstring)."""
   t = jnp.asarray(steps, dtype=jnp.float64)[:, None]               # (R, 1)
   # (1 - ηλ)^t = sign · exp(t log|1 - ηλ|), with log1p for small ηλ so that slow
   # directions keep full precision; t = ∞ gives 0 (contracting) or ∞ (not).
@@ -77,7 +88,6 @@ def output_gd_path(hessian, target, sizes, beta0, eta, steps):
   geometric_sum = jnp.where(
       rate == 0, t,
       jnp.where(contracting, -jnp.expm1(exponent), 1.0 - power) / jnp.where(rate == 0, 1.0, rate))
-  drive = eta * b
   null = jnp.isinf(t) & (eigenvalues <= NULL_RTOL * eigenvalues[-1])  # (R, G)
   z = jnp.where(null, z0, power * z0 + jnp.where(drive == 0, 0.0, drive * geometric_sum))
   return (z @ basis.T) / root
@@ -221,8 +231,10 @@ def _three_phase_kernel(lang: languages.Language, cls: bool):
     factors = gram_factors(hessian, target)
     alpha = direct.stack(start.params, "alpha")
 
+    solver = output_gd_solver(hessian, target, metric, start.beta[-1], etas[2])
+
     def state_at(t):
-      beta = output_gd(hessian, target, metric, start.beta[-1], etas[2], t)
+      beta = solver(jnp.asarray(t)[None])[0]
       return gram_risk(factors, beta), alpha, beta
 
     # The end state is judged at T itself (T = ∞: the limit, with output_gd's null-space
@@ -327,16 +339,15 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
         hessian, target = (zero_hessian, zero_target) if alpha_is_zero else moments(params)
         factors = zero_factors if alpha_is_zero else gram_factors(hessian, target)
         start_alpha, start_beta = stack(params, "alpha"), stack(params, "beta")
-        path = output_gd_path(hessian, target, metric, start_beta, etas[i],
-                              jnp.concatenate([local, jnp.asarray([phase.steps])]))
+        solver = output_gd_solver(hessian, target, metric, start_beta, etas[i])
+        path = solver(jnp.concatenate([local, jnp.asarray([phase.steps])]))
         risks.append(gram_risk(factors, path[:-1]))
         alphas.append(jnp.broadcast_to(start_alpha, (local.shape[0], metric.shape[0])))
         betas.append(path[:-1])
         params = unstack(params, "beta", path[-1])
 
-        def state(t, hessian=hessian, target=target, factors=factors, alpha=start_alpha,
-                  beta=start_beta, eta=etas[i]):
-          beta_t = output_gd(hessian, target, metric, beta, eta, t)
+        def state(t, solver=solver, factors=factors, alpha=start_alpha):
+          beta_t = solver(jnp.asarray(t)[None])[0]
           return gram_risk(factors, beta_t), alpha, beta_t
       else:
         def attention_step(params, _, eta=etas[i]):
@@ -357,9 +368,9 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
         if alpha_is_zero:
           risk_path = jnp.concatenate([first_risk[None], risk_path])
           alpha_path = jnp.concatenate([jnp.zeros((1, metric.shape[0])), alpha_path])
-        # The state after the phase's last step: the next phase's start, or the record at T.
-        risk_path = jnp.concatenate([risk_path, route.risk(params)[None]])
-        alpha_path = jnp.concatenate([alpha_path, stack(params, "alpha")[None]])
+        if i == len(plan.phases) - 1:  # the record at T: the state after the last step
+          risk_path = jnp.concatenate([risk_path, route.risk(params)[None]])
+          alpha_path = jnp.concatenate([alpha_path, stack(params, "alpha")[None]])
         alpha_is_zero = False
         risks.append(risk_path[local])
         alphas.append(alpha_path[local])
