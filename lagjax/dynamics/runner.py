@@ -13,8 +13,8 @@ What differs between callers is passed in, never branched on here:
   derive their own subkeys), then evaluated at every step (the exact risk of
   lj.train, the fresh-minibatch loss of task training, a KQV parameter map in
   front of either);
-- record(params) -> dict of arrays, taken every `record_every` steps and at the end
-  (the runner adds the step);
+- record(params) -> dict of arrays, taken on the record grid (every `record_every`
+  steps and at the end, or any `record_steps`; the runner adds the step);
 - constrain(params) -> params, applied after each update (projected GD).
 
 Divergence: a step whose objective is not finite or exceeds `max_value`, or
