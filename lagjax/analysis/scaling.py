@@ -66,9 +66,7 @@ class JointRun(NamedTuple):
 
 def check_language(lang) -> languages.Language:
   """A Language with uniform π, for which tied joint GD from zero is exact."""
-  if not isinstance(lang, languages.Language):
-    raise ValueError(f"lang must be a lj.Language (lj.occurrence, lj.any_of, lj.all_of); got "
-                     f"{type(lang).__name__}.")
+  languages.check_language(lang, "lj.scaling")
   if np.ptp(lang.pi_array) != 0:
     raise ValueError("tied joint GD needs the uniform token law π (each group's tokens "
                      "interchangeable); got a non-uniform π.")

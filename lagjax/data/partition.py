@@ -33,6 +33,11 @@ class Partition:
     """Group sizes k_g (G,)."""
     return np.array([len(b) for b in self.blocks], dtype=np.float64)
 
+  def metric(self, cls: bool = False) -> np.ndarray:
+    """Token-group sizes k_g, with the CLS token as one more group of size 1 when cls: the
+    per-token metric D = diag(k) of docs/theory.md §5 (G[+1],)."""
+    return np.concatenate([self.sizes, [1.0]]) if cls else self.sizes
+
   @property
   def index(self) -> np.ndarray:
     """Group id of every token (d,)."""

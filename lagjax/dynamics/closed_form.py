@@ -223,7 +223,7 @@ def _three_phase_kernel(lang: languages.Language, cls: bool):
   trajectory = make_trajectory(lang, plans.three_phase(1.0, 1.0, 1.0, 1), num_records=1,
                                cls=cls, partition=partition)
   moments = moments_lib.moments_fn(lang, partition, cls=cls)
-  metric = jnp.asarray(np.concatenate([partition.sizes, [1.0]]) if cls else partition.sizes)
+  metric = jnp.asarray(partition.metric(cls))
 
   def run(etas, steps):
     start = trajectory(etas.at[2].set(0.0))
@@ -307,7 +307,7 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
     raise ValueError(f"{reason}.")
   partition = partition or partition_lib.of_language(lang)
   groups = partition.num_groups
-  metric = jnp.asarray(np.concatenate([partition.sizes, [1.0]]) if cls else partition.sizes)
+  metric = jnp.asarray(partition.metric(cls))
   route = risk_lib.risk_fn(lang, route="laplace", partition=partition, cls=cls)
   moments = moments_lib.moments_fn(lang, partition, cls=cls)
   value_and_grad = jax.value_and_grad(route.risk)

@@ -232,8 +232,7 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
     A Run (with a leading seed axis on every array when num_seeds is given).
   """
   validation.require_float64("lj.train")
-  if not isinstance(lang, languages.Language):
-    raise ValueError(f"lang must be a Language; got {type(lang).__name__}.")
+  languages.check_language(lang, "lj.train")
   _check_plan_and_options(plan, record_every, max_risk)
   theta0 = direct.init_params(lang.d) if theta0 is None else theta0
   direct.check_params(theta0, lang.d)
@@ -269,8 +268,7 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
   records are the (α, β) the weights realize, comparable with `train`.
   """
   validation.require_float64("lj.train_kqv")
-  if not isinstance(lang, languages.Language):
-    raise ValueError(f"lang must be a Language; got {type(lang).__name__}.")
+  languages.check_language(lang, "lj.train_kqv")
   _check_plan_and_options(plan, record_every, max_risk)
   init_key, run_key = jax.random.split(key)
   trainable, fixed = kqv.init_kqv(init_key, lang.d, width=width, key_dim=key_dim, scale=scale)

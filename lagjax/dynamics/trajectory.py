@@ -60,7 +60,7 @@ class Trajectory:
   def lag(self, records=None) -> metrics.LagMetrics:
     """Lag metrics of docs/theory.md §6 over the records selected by the mask `records`
     (default all), in the per-token norm: ‖expand(x)‖ = ‖√k ⊙ x‖ for token-group sizes k."""
-    weights = np.sqrt(np.concatenate([self.partition.sizes, [1.0] * int(self.cls)]))
+    weights = np.sqrt(self.partition.metric(self.cls))
     select = slice(None) if records is None else np.asarray(records)
     return metrics.lag_metrics(weights * self.alpha[select], weights * self.beta[select],
                                self.steps[select])
