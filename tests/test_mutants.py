@@ -371,6 +371,27 @@ def test_n_star_replicates_below_the_grid_are_zero():
   np.testing.assert_array_equal(replicates, np.inf)
 
 
+
+def test_a_diverged_seed_reports_error_one():
+  """finite_sample.seed_error: a seed whose phase-3 β has an inf or a NaN reports 0-1 error 1
+  (docs/theory.md §9d: every string wrong), a finite one its own error; exact.
+  Kills: the diverged error 1.0 -> 2.0 (the success flags alone cannot see it)."""
+  from lagjax.analysis import finite_sample
+  for bad in (jnp.inf, -jnp.inf, jnp.nan):
+    assert float(finite_sample.seed_error(jnp.array([0.5, bad]), 0.25)) == 1.0
+  assert float(finite_sample.seed_error(jnp.array([0.5, -3.0]), 0.25)) == 0.25
+
+
+def test_success_includes_an_error_equal_to_the_threshold():
+  """finite_sample.succeeded: error <= threshold (docs/theory.md §9d), so a perfect fit at
+  threshold 0 and an error exactly at the threshold succeed; exact comparisons.
+  Kills: <= -> < on the success threshold."""
+  from lagjax.analysis import finite_sample
+  errors = jnp.array([0.0, 1e-3, 1.5e-3, 1.0])
+  np.testing.assert_array_equal(finite_sample.succeeded(errors, 1e-3),
+                                [True, True, False, False])
+  np.testing.assert_array_equal(finite_sample.succeeded(errors, 0.0), [True, False, False, False])
+
 # --- lagjax/analysis/regimes.py --------------------------------------------------------------
 
 

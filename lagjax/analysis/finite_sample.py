@@ -31,6 +31,7 @@ from lagjax.risk import error as error_lib
 
 MEMORY_PER_BATCH = 2**29   # bytes of count vectors held per vmapped batch of seeds
 GRAM_BLOCK = 256           # rows of W per block of the Gram matrix
+DIVERGED_ERROR = 1.0       # a seed whose β3 is not finite counts every string as wrong
 
 
 def empirical_risk(params, counts, labels, weights):
@@ -121,8 +122,7 @@ def make_success_curve(lang: languages.Language, n_grid, *, eta1: float, eta2: f
       alpha2 = -eta2 * attention_gradient(jnp.zeros(d), beta1, c2, y2, weights)
       gram, target = empirical_gram(alpha2, c3, y3, n)
       beta3 = output_phase(gram, target, beta1, eta3, steps)
-      error = report({"alpha": alpha2, "beta": beta3})["error"]
-      return jnp.where(jnp.all(jnp.isfinite(beta3)), error, 1.0)
+      return seed_error(beta3, report({"alpha": alpha2, "beta": beta3})["error"])
 
     return jax.lax.map(at, jnp.asarray(n_grid))
 
@@ -130,9 +130,19 @@ def make_success_curve(lang: languages.Language, n_grid, *, eta1: float, eta2: f
 
   def curve(keys):
     errors = jax.lax.map(one_seed, keys, batch_size=min(batch, keys.shape[0]))
-    return errors, errors <= error_threshold
+    return errors, succeeded(errors, error_threshold)
 
   return curve
+
+
+def seed_error(beta3, error):
+  """One seed's population 0-1 error, or DIVERGED_ERROR where phase 3's β3 is not finite."""
+  return jnp.where(jnp.all(jnp.isfinite(beta3)), error, DIVERGED_ERROR)
+
+
+def succeeded(errors, error_threshold: float):
+  """Success (docs/theory.md §9d): population 0-1 error <= the threshold, equality included."""
+  return errors <= error_threshold
 
 
 def crossing(n_grid, success, level: float) -> float:
