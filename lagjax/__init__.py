@@ -21,6 +21,7 @@ from lagjax.data import languages, lengths, partition
 from lagjax.data.languages import Language
 from lagjax.data.lengths import fixed, geometric, shifted_poisson
 from lagjax.data.occurrence import all_of, any_of, occurrence
+from lagjax.data.regular import regular
 from lagjax.dynamics import closed_form, metrics, plans, runner, task_train
 from lagjax.dynamics.train import Run, train, train_kqv
 from lagjax.models.direct import forward_counts, forward_tokens, init_params
@@ -36,7 +37,7 @@ __all__ = [
     "Language", "RiskResult", "Run", "all_of", "analysis", "any_of", "closed_form", "data",
     "dynamics", "error_rate", "finite_sample", "fixed", "forward_counts", "forward_tokens",
     "geometric", "init_params", "languages", "lengths", "metrics", "models", "occurrence",
-    "partition", "plans", "population_risk", "regimes", "risk", "risk_fn", "runner",
+    "partition", "plans", "population_risk", "regimes", "regular", "risk", "risk_fn", "runner",
     "sampled_risk", "scaling", "shifted_poisson", "sweep", "task_train", "tasks", "train",
     "train_kqv", "validation",
 ]

@@ -4,12 +4,24 @@
 - `languages`: what a language declares (the protocol that routes and engines read),
   its capabilities, and the registry of language families;
 - `occurrence`: the occurrence family (occurrence, OR, AND), labels from presence;
+- `regular`: regular languages, labels decided by a minimal complete automaton;
+- `regular_builtins`: the built-in regular languages (parity, first, even_pairs, Tomita,
+  Dyck, cycle navigation, counting mod m, substrings, the occurrence family as automata);
 - `sampling`: count vectors of fresh strings;
 - `partition`: token groups, partitions of Σ into interchangeable tokens.
 
 Nothing here imports a model, a risk route or a training loop.
 """
 
-from lagjax.data import languages, lengths, occurrence, partition, sampling
+from lagjax.data import (
+    languages,
+    lengths,
+    occurrence,
+    partition,
+    regular,
+    regular_builtins,
+    sampling,
+)
 
-__all__ = ["languages", "lengths", "occurrence", "partition", "sampling"]
+__all__ = ["languages", "lengths", "occurrence", "partition", "regular", "regular_builtins",
+           "sampling"]

@@ -17,7 +17,9 @@ of the capability classes here; routes check for the class and name it when it
 is missing (lagjax/risk/__init__.py), so no code branches on a family's name:
 
 - `PresenceLabels`: the label depends only on which tokens occur,
-  y(w) = Σ_k coef_k 1{w ⊆ S_k} (the Laplace, lattice and threshold routes).
+  y(w) = Σ_k coef_k 1{w ⊆ S_k} (the Laplace, lattice and threshold routes);
+- `AutomatonLabels`: a deterministic finite automaton decides the label, y = +1 iff
+  it accepts w (the transfer route, docs/theory.md §3d).
 
 Families register a factory under a name (`register`); `make(name, ...)` builds
 one. A new family is one module with its class and a `register` call.
@@ -95,6 +97,15 @@ class PresenceLabels(abc.ABC):
     return None
 
 
+class AutomatonLabels(abc.ABC):
+  """Capability: y = +1 iff a complete DFA accepts w (docs/theory.md §1, §3d)."""
+
+  @abc.abstractmethod
+  def automaton(self) -> tuple[np.ndarray, np.ndarray, int]:
+    """(transitions (Q, d) int, accepting (Q,) bool, start): transitions[q, x] is the state
+    after reading x in state q; every state is reachable from start."""
+
+
 def presence_rate(lang: PresenceLabels) -> float:
   """P(y = +1) = (1 + E y) / 2 with E y = Σ_k coef_k G(π_{S_k}) (docs/theory.md §1)."""
   coefs, supports = lang.inclusion_exclusion()
@@ -167,5 +178,10 @@ def make(name: str, *args, **options) -> Language:
   return LANGUAGES[name](*args, **options)
 
 
-__all__ = ["LANGUAGES", "Language", "PresenceLabels", "check_language", "make", "missing",
-           "presence_rate", "register"]
+# The families' constructors, so that lj.languages.regular(...) and lj.languages.make(...)
+# reach every family from one place. Imported last: those modules import this one.
+from lagjax.data import regular_builtins  # noqa: E402, F401 (registers the built-ins)
+from lagjax.data.regular import regular  # noqa: E402
+
+__all__ = ["LANGUAGES", "AutomatonLabels", "Language", "PresenceLabels", "check_language",
+           "make", "missing", "presence_rate", "regular", "register"]

@@ -1,7 +1,8 @@
 """Length laws on n ∈ {1, 2, …} (docs/theory.md section 1).
 
 Each law gives its log-pmf, a jittable sampler, its probability generating
-function G(z) = Σ_n P(n) z^n with G' and G'', its mean G'(1) and its tail
+function G(z) = Σ_n P(n) z^n with G' and G'', its matrix form
+Σ_n P(n) a·Mⁿ·b (for automata, docs/theory.md §3d), its mean G'(1) and its tail
 P(n > N). Laws are frozen dataclasses, so they are hashable and can be static
 arguments of jitted functions.
 """
@@ -23,6 +24,9 @@ def _check_probability(name: str, value: float) -> float:
   if not (math.isfinite(value) and 0.0 < value < 1.0):
     raise ValueError(f"{name} must be a probability in the open interval (0, 1); got {value!r}.")
   return value
+
+
+MAX_FIXED_LENGTH_BITS = 24   # Fixed(n0).matrix_pgf serves n0 < 2^24
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +57,29 @@ class Geometric:
   def pgf_d2(self, z):
     return 2.0 * self.p * (1.0 - self.p) / (1.0 - (1.0 - self.p) * z) ** 3
 
+  def matrix_pgf(self, left, matrix, right):
+    """Σ_n P(n) left·Mⁿ·right = p (left·M)(I - (1-p) M)⁻¹ right, one linear solve."""
+    system = jnp.eye(matrix.shape[0]) - (1.0 - self.p) * matrix
+    return self.p * (left @ matrix) @ jnp.linalg.solve(system, right)
+
+  def matrix_pgf_derivatives(self, left, matrices, right):
+    """F, F', F'' at s = 0 of F(s) = Σ_n P(n) left·M(s)ⁿ·right, M(s) = M0 + s M1 + ½ s² M2.
+
+    With q = 1 - p and R = (I - q M0)⁻¹: F = p·left·M0·R·right, F' = p·(left R) M1 (R right),
+    F'' = p·[(left R) M2 (R right) + 2q (left R) M1 R M1 (R right)]: one LU, four solves.
+    """
+    m0, m1, m2 = matrices
+    q = 1.0 - self.p
+    factors = jax.scipy.linalg.lu_factor(jnp.eye(m0.shape[0]) - q * m0)
+    right_resolved = jax.scipy.linalg.lu_solve(factors, right)
+    left_resolved = jax.scipy.linalg.lu_solve(factors, left, trans=1)
+    value = self.p * (left @ m0) @ right_resolved
+    first = self.p * (left_resolved @ m1) @ right_resolved
+    inner = jax.scipy.linalg.lu_solve(factors, m1 @ right_resolved)
+    second = self.p * ((left_resolved @ m2) @ right_resolved
+                       + 2.0 * q * (left_resolved @ m1) @ inner)
+    return value, first, second
+
   def tail(self, n_max: int) -> float:
     """P(n > n_max) = (1-p)^n_max."""
     return float(math.exp(n_max * math.log1p(-self.p)))
@@ -67,6 +94,8 @@ class Fixed:
   def __post_init__(self):
     object.__setattr__(self, "n0", validation.check_int("fixed length n0", self.n0, 1,
                                                         integral_floats=True))
+    if self.n0 >= 2**MAX_FIXED_LENGTH_BITS:
+      raise ValueError(f"fixed length n0 must be < 2^{MAX_FIXED_LENGTH_BITS}; got {self.n0}.")
 
   @property
   def mean(self) -> float:
@@ -88,6 +117,21 @@ class Fixed:
   def pgf_d2(self, z):
     # No branch on n0 (it may be traced): at n0 = 1 the coefficient is 0 and z^0 = 1.
     return self.n0 * (self.n0 - 1) * z ** jnp.maximum(self.n0 - 2, 0)
+
+  def matrix_pgf(self, left, matrix, right):
+    """left·M^n0·right by repeated squaring over the bits of n0 (n0 may be traced)."""
+    def square(bit, carry):
+      power, product = carry
+      take = (self.n0 >> bit) & 1
+      return power @ power, jnp.where(take, product @ power, product)
+
+    _, product = jax.lax.fori_loop(0, MAX_FIXED_LENGTH_BITS, square,
+                                   (matrix, jnp.eye(matrix.shape[0], dtype=matrix.dtype)))
+    return left @ product @ right
+
+  def matrix_pgf_derivatives(self, left, matrices, right):
+    """F, F', F'' at s = 0 of Σ_n P(n) left·M(s)ⁿ·right, M(s) = M0 + s M1 + ½ s² M2."""
+    return pgf_derivatives_by_jvp(self, left, matrices, right)
 
   def tail(self, n_max: int) -> float:
     return 1.0 if n_max < self.n0 else 0.0
@@ -125,6 +169,15 @@ class ShiftedPoisson:
   def pgf_d2(self, z):
     return jnp.exp(self.lam * (z - 1.0)) * (2.0 * self.lam + self.lam**2 * z)
 
+  def matrix_pgf(self, left, matrix, right):
+    """Σ_n P(n) left·Mⁿ·right = left·M·exp(λ(M - I))·right."""
+    exponent = self.lam * (matrix - jnp.eye(matrix.shape[0]))
+    return (left @ matrix) @ jax.scipy.linalg.expm(exponent) @ right
+
+  def matrix_pgf_derivatives(self, left, matrices, right):
+    """F, F', F'' at s = 0 of Σ_n P(n) left·M(s)ⁿ·right, M(s) = M0 + s M1 + ½ s² M2."""
+    return pgf_derivatives_by_jvp(self, left, matrices, right)
+
   def tail(self, n_max: int) -> float:
     """P(n > n_max) = P(K >= n_max), summed in log space from the first term on."""
     if n_max < 1:
@@ -135,6 +188,21 @@ class ShiftedPoisson:
 
 
 LengthLaw = Geometric | Fixed | ShiftedPoisson
+
+
+def pgf_derivatives_by_jvp(law, left, matrices, right):
+  """F, F', F'' at s = 0 of F(s) = law.matrix_pgf(left, M0 + s M1 + ½ s² M2, right),
+  by nested jax.jvp (exact; the laws without a cheaper closed form use this)."""
+  m0, m1, m2 = matrices
+
+  def generating(s):
+    return law.matrix_pgf(left, m0 + s * m1 + 0.5 * s * s * m2, right)
+
+  def slope(s):
+    return jax.jvp(generating, (s,), (jnp.ones_like(s),))
+  zero = jnp.zeros((), m0.dtype)
+  (value, first), (_, second) = jax.jvp(slope, (zero,), (jnp.ones_like(zero),))
+  return value, first, second
 
 
 def geometric(p: float) -> Geometric:

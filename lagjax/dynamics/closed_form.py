@@ -140,8 +140,10 @@ def supports(lang: languages.Language, plan: plans.Plan, loss="squared",
   if loss != "squared":
     return f"the closed form needs loss 'squared'; got {loss!r}"
   try:
-    if risk_lib.resolve_route(lang, loss, route) != "laplace":
-      return f"the closed form needs the moments (H, g) of route 'laplace'; got route {route!r}"
+    chosen = risk_lib.resolve_route(lang, loss, route)
+    if chosen not in moments_lib.MOMENT_ROUTES:
+      return (f"the closed form needs the moments (H, g) of a route in "
+              f"{sorted(moments_lib.MOMENT_ROUTES)}; got route {chosen!r}")
   except ValueError as error:
     return str(error).rstrip(".")
   for i, phase in enumerate(plan.phases):
@@ -308,7 +310,8 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
   partition = partition or partition_lib.of_language(lang)
   groups = partition.num_groups
   metric = jnp.asarray(partition.metric(cls))
-  route = risk_lib.risk_fn(lang, route="laplace", partition=partition, cls=cls)
+  route = risk_lib.risk_fn(lang, route=moments_lib.moments_route(lang), partition=partition,
+                           cls=cls)
   moments = moments_lib.moments_fn(lang, partition, cls=cls)
   value_and_grad = jax.value_and_grad(route.risk)
   steps = runner.record_grid(plan.total_steps, num_records)

@@ -21,7 +21,7 @@ from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
-from lagjax.risk import base, erf_slr, error, laplace, lattice, moments, sampled
+from lagjax.risk import base, erf_slr, error, laplace, lattice, moments, sampled, transfer
 from lagjax.risk.base import LOSSES, Route, get_loss
 
 
@@ -50,10 +50,14 @@ ROUTES = {
                          laplace.build(lang, partition, cls=cls, **options), exact=True),
     "lattice": RouteSpec(lattice.supports, lambda lang, partition, loss, cls, key, options:
                          lattice.build(lang, partition, loss=loss, **options), exact=True),
+    "transfer": RouteSpec(transfer.supports, lambda lang, partition, loss, cls, key, options:
+                          transfer.build(lang, partition, cls=cls, **options), exact=True),
     "sampled": RouteSpec(sampled.supports, _build_sampled, exact=False),
 }
 # "auto" takes the first exact route, in this order, that supports the language and loss.
-AUTO_ORDER = ("laplace", "lattice")
+AUTO_ORDER = ("laplace", "lattice", "transfer")
+# Routes that integrate in x = log t on the Laplace route's merged windows (§3a, §3d).
+QUADRATURE_ROUTES = ("laplace", "transfer")
 
 
 def resolve_route(lang: languages.Language, loss, route: str) -> str:
@@ -84,7 +88,7 @@ def risk_fn(lang: languages.Language, *, loss="squared", route: str = "auto",
     lang: the language.
     loss: "squared", "logistic" or a callable (f, y) -> ℓ.
     route: "auto" (the first exact route that supports lang and loss), "laplace",
-      "lattice" or "sampled".
+      "lattice", "transfer" or "sampled".
     partition: token groups of tied parameters.
     cls: whether params carry the CLS scalars (laplace needs to know; the others read params).
     key: PRNG key, required by the sampled route.
@@ -141,10 +145,12 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
 
   θ is tied into its coarsest token groups first, so the cost depends on the number
   of distinct (α, β) values, not on d. "auto" takes the first exact route that
-  supports the language and loss: the Laplace route (squared loss) with a grid
-  sized to θ's score clusters, rounded up to a power of two so that at most
-  1 + log2(G) grid sizes (compilations) serve every θ on G token groups, else the
-  lattice route, whose certified truncation bound is in `details["risk_bound"]`.
+  supports the language and loss: the Laplace route (squared loss, presence labels)
+  with a grid sized to θ's score clusters, rounded up to a power of two so that at
+  most 1 + log2(G) grid sizes (compilations) serve every θ on G token groups, else
+  the lattice route, whose certified truncation bound is in `details["risk_bound"]`,
+  else the transfer route (squared loss, automaton labels), sized like the Laplace
+  route.
   route="sampled" estimates R on n_samples strings drawn with `key` (default key 0)
   and gives the standard error in `details["stderr"]`.
   """
@@ -157,7 +163,7 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
     report = _as_floats(sampled.build(key, lang, partition, loss=loss,
                                       n_samples=n_samples).report(grouped))
     return RiskResult(report.pop("risk"), name, report)
-  if name == "laplace":
+  if name in QUADRATURE_ROUTES:
     width = laplace.window_width(lang)
     clusters = math.ceil(laplace.points_needed(lang, grouped) / width)
     clusters = min(1 << (clusters - 1).bit_length(), partition.num_groups + int(cls))

@@ -26,6 +26,7 @@ from lagjax.data import lengths as lengths_lib
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import base, lattice
+from lagjax.risk import sampled as sampled_route
 
 MAX_TABLE_LENGTH = 4096
 ERROR_SAMPLES = 20_000
@@ -152,11 +153,17 @@ def choose(lang: languages.Language, partition: partition_lib.Partition,
 def best_route(lang, partition, error_samples: int = ERROR_SAMPLES,
                sampler=sampling.sample_counts):
   """report(params) -> {"error": ...} by the route `choose` picks, else on a fixed sample of
-  `error_samples` strings drawn by `sampler`; returns (report, route name)."""
+  `error_samples` strings (count vectors drawn by `sampler`, or token strings where the
+  label depends on order); returns (report, route name)."""
   name = choose(lang, partition)
   if name == "threshold":
     threshold = build(lang, partition)
     return (lambda params: {"error": threshold(params)[0]}), name
   if name == "lattice":
     return lattice.build(lang, partition).report, name
+  if languages.missing(lang, languages.PresenceLabels, "") is not None:
+    # Labels that depend on token order: strings, not count vectors (risk/sampled.py).
+    strings = sampled_route.build(jax.random.key(2**31 - 1), lang, partition,
+                                  n_samples=error_samples)
+    return (lambda params: {"error": strings.report(params)["error"]}), "sampled"
   return sampled(lang, partition, error_samples, sampler), "sampled"

@@ -79,7 +79,7 @@ def _scores(params):
   return direct.stack(params, "alpha"), direct.stack(params, "beta")
 
 
-def _kernels(params, step, left, width, num_points):
+def kernels(params, step, left, width, num_points):
   """Quadrature weights and the kernels exp(-e^s), exp(s - e^s), exp(2s - e^s), s = log(t u_g).
 
   Returns (x_weights (N,), decay, kernel1, kernel2 (G[+1], N), lattice points needed).
@@ -147,8 +147,7 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
   def moments(params):
     """E[y f] and E[f²] by quadrature, and the lattice points the grid needs."""
     _, beta = _scores(params)
-    kernels = _kernels(params, step, left, width, num_points)
-    x_weights, decay, kernel1, kernel2, needed = kernels
+    x_weights, decay, kernel1, kernel2, needed = kernels(params, step, left, width, num_points)
     token_beta = params["beta"]
     groups = token_beta.shape[0]
 
@@ -235,7 +234,7 @@ def group_moments(alpha, masses, coefs, law, *, cls: bool, step: float, left: fl
   the same identities with e^{-t u_cls} factored out. At fixed α the squared
   risk is R(β) = ½ βᵀHβ - gᵀβ + ½.
   """
-  x_weights, decay, kernel1, kernel2, _ = _kernels({"alpha": alpha, "beta": alpha}, step, left,
+  x_weights, decay, kernel1, kernel2, _ = kernels({"alpha": alpha, "beta": alpha}, step, left,
                                                    width, num_points)
   decay, kernel1, kernel2 = decay.T, kernel1.T, kernel2.T
   groups = masses.shape[1]

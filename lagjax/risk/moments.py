@@ -4,13 +4,14 @@ At fixed scores α the squared risk is a quadratic in β (docs/theory.md §5),
 R(β) = ½ βᵀHβ - gᵀβ + ½ with H = E[W Wᵀ], g = E[y W], W the token-group
 attention masses. Closed forms (lagjax/dynamics/closed_form.py), the regime
 analysis and joint GD ask this module for (H, g) rather than a route's
-internals, so that any exact route able to compute them can serve. Today the
-Laplace route does (docs/theory.md §3a), for languages with PresenceLabels.
+internals, so that any exact route able to compute them can serve: the Laplace
+route (docs/theory.md §3a) for languages with PresenceLabels, the transfer route
+(§3d) for languages with AutomatonLabels.
 
 Two forms:
 - `moments_fn(lang, partition, cls)`: params -> (H, g) for one language;
-- `problem(lang, index, cls)` and `moments(grid, problem, α)`: the language as
-  traced arrays (token-group masses, inclusion-exclusion coefficients, length
+- `problem(lang, index, cls)` and `moments(grid, problem, α)` (Laplace route only): the
+  language as traced arrays (token-group masses, inclusion-exclusion coefficients, length
   law) with a static quadrature grid, so one compiled function serves every d.
 """
 
@@ -25,7 +26,7 @@ import numpy as np
 
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
-from lagjax.risk import laplace
+from lagjax.risk import laplace, transfer
 
 # One quadrature window bound per factor e^16 of the mean length, so that every d up to
 # ~9e6 shares one compiled function (extra nodes only add accuracy).
@@ -51,24 +52,37 @@ class Problem(NamedTuple):
   metric: jax.Array    # (G[+1],) token-group sizes (1 for CLS)
 
 
-def _check(lang) -> None:
+# The exact routes that give (H, g) for any scores, in the order "auto" tries them.
+MOMENT_ROUTES = {"laplace": laplace, "transfer": transfer}
+
+
+def moments_route(lang: languages.Language) -> str:
+  """The first route of MOMENT_ROUTES exact for lang's squared risk, or a one-line error."""
+  reasons = {name: module.supports(lang, "squared") for name, module in MOMENT_ROUTES.items()}
+  for name, reason in reasons.items():
+    if reason is None:
+      return name
+  raise ValueError("the moments of the attention masses need an exact route: "
+                   + "; ".join(reasons.values()) + ".")
+
+
+def _check_presence(lang) -> None:
   reason = languages.missing(lang, languages.PresenceLabels,
-                             "labels from presence, which the moments (H, g) are computed from")
+                             "labels from presence, which the traced problem is built from")
   if reason:
-    raise ValueError(f"the moments of the attention masses need an exact route: {reason}.")
+    raise ValueError(f"the moments on a static grid need the Laplace route: {reason}.")
 
 
 def moments_fn(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
                cls: bool = False):
   """params -> (H, g) on token groups `partition` (CLS last when cls); reads only α."""
-  _check(lang)
-  return laplace.attention_moments(lang, partition, cls=cls)
+  return MOMENT_ROUTES[moments_route(lang)].attention_moments(lang, partition, cls=cls)
 
 
 def problem(lang: languages.Language, index: np.ndarray, cls: bool) -> tuple[Grid, Problem]:
   """The language on the token groups `index` (d,) (ids 0…G-1) as (static grid, traced arrays),
-  in O(d) NumPy with no per-token objects."""
-  _check(lang)
+  in O(d) NumPy with no per-token objects (Laplace route: PresenceLabels only)."""
+  _check_presence(lang)
   sizes = np.bincount(index).astype(np.float64)
   first = partition_lib.first_tokens(index, sizes.size)
   coefs, supports = lang.inclusion_exclusion()

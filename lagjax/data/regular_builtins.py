@@ -1,0 +1,251 @@
+"""Built-in regular languages (docs/theory.md section 1c), each a `regular.regular` automaton.
+
+  parity            #1 odd (Chomsky-hierarchy parity_check, FLaRe; Bhattamishra et al. 2020
+                    use the complement);
+  first             the first symbol is 1 (FLaRe, Butoi et al. 2025);
+  even_pairs        #01 + #10 even, i.e. first symbol = last symbol (Chomsky-hierarchy suite);
+  tomita(k)         Tomita grammars 1-7 (Tomita 1982; tech-srl/lstar_extraction, with
+                    Tomita 6 as #0 − #1 ≡ 0 mod 3);
+  dyck(depth)       Dyck-1 of depth at most `depth`, D_n (Bhattamishra et al. 2020);
+  cycle_navigation  final position 0 on a cycle of k (Chomsky-hierarchy suite, binary form);
+  mod_count         #letter ≡ r (mod m) (parity and Tomita 5/6 generalised);
+  contains          a word occurs as a contiguous substring (prefix/KMP automaton);
+  occurrence_automaton, any_of_automaton, all_of_automaton
+                    the occurrence family of lagjax/data/occurrence.py as automata, for
+                    cross-checks of the transfer route against the Laplace route.
+
+The alphabet is {0, 1} unless a docstring says otherwise. Every factory takes pi and
+length (keyword-only) and passes them to `regular.regular`; with length None a language
+that a geometric law can balance gets the balanced geometric law, the others get
+Geometric(0.1) (mean length 10), as each docstring says. Lengths start at 1, so the
+empty string never occurs. Each family is registered under its name (languages.make).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lagjax import validation
+from lagjax.data import languages, occurrence, regular
+
+# Minimal complete automata of the Tomita grammars: (transitions, accepting); -1 is a
+# missing transition (completed with a rejecting sink).
+_TOMITA = {
+    # 1*.
+    1: ([[-1, 0]], [0]),
+    # (10)*: state 1 has read a 1 and waits for its 0.
+    2: ([[-1, 1], [0, -1]], [0]),
+    # No maximal odd run of 1s later followed by a maximal odd run of 0s. States: clean,
+    # in an odd run of 1s, then (after such a run) in an odd run of 0s / anything else.
+    3: ([[0, 1], [2, 0], [3, -1], [2, 3]], [0, 1, 3]),
+    # No 000: the state counts the trailing 0s.
+    4: ([[1, 0], [2, 0], [-1, 0]], [0, 1, 2]),
+    # #0 and #1 even: the state is (#0 mod 2) + 2 (#1 mod 2).
+    5: ([[1, 2], [0, 3], [3, 0], [2, 1]], [0]),
+    # #0 − #1 ≡ 0 (mod 3): the state is that difference mod 3.
+    6: ([[1, 2], [2, 0], [0, 1]], [0]),
+    # 0*1*0*1*: the state is the block being read.
+    7: ([[0, 1], [2, 1], [2, 3], [-1, 3]], [0, 1, 2, 3]),
+}
+_TOMITA_BALANCED = (3, 4, 7)   # every length-1 string is a member and long ones are not
+
+
+def _check_range(name: str, value, low: int, high: int) -> int:
+  """An integer in {low, …, high}."""
+  if not (validation.is_int(value) and low <= value <= high):
+    raise ValueError(f"{name} must be an integer in {{{low}, …, {high}}}; got {value!r}.")
+  return int(value)
+
+
+def parity(*, pi=None, length=None) -> regular.RegularLanguage:
+  """y = +1 iff the number of 1s is odd (2 states, not star-free).
+
+  Source: the Chomsky-hierarchy suite's parity_check (class = #1 mod 2, so class 1 is
+  "odd") and FLaRe's parity (odd number of 1s); Bhattamishra et al. (2020) accept the
+  complement (#1 even), which is the same task with y negated. Length: Geometric(0.1)
+  (balance=False): under uniform π every length gives P(y = +1) = ½ exactly, under any
+  other π no geometric law does.
+  """
+  return regular.regular([[0, 1], [1, 0]], [1], pi=pi, length=length, balance=False,
+                         name="parity")
+
+
+def first(*, pi=None, length=None) -> regular.RegularLanguage:
+  """y = +1 iff the first symbol is 1 (3 states with the sink, star-free).
+
+  Source: FLaRe (Butoi et al. 2025), "first". Length: Geometric(0.1) (balance=False):
+  P(y = +1) = π_1 under every length law.
+  """
+  return regular.regular([[-1, 1], [1, 1]], [1], pi=pi, length=length, balance=False,
+                         name="first")
+
+
+def even_pairs(*, pi=None, length=None) -> regular.RegularLanguage:
+  """y = +1 iff #01 + #10 (adjacent unequal pairs) is even, i.e. the first symbol equals
+  the last (5 states, star-free).
+
+  Source: the Chomsky-hierarchy suite's even_pairs (class = parity of #01 + #10); FLaRe.
+  Length: Geometric(0.1) (balance=False): every length-1 string is a member and half of
+  the longer ones under uniform π, so P(y = +1) = ½ + P(n = 1)/2 > ½ for every law.
+  """
+  # States: start, then (first, last) = (0, 0), (0, 1), (1, 1), (1, 0).
+  table = [[1, 3], [1, 2], [1, 2], [4, 3], [4, 3]]
+  return regular.regular(table, [0, 1, 3], pi=pi, length=length, balance=False,
+                         name="even_pairs")
+
+
+def tomita(k: int, *, pi=None, length=None) -> regular.RegularLanguage:
+  """Tomita grammar k ∈ {1, …, 7} over {0, 1}.
+
+    1: 1*                                           2 states, star-free
+    2: (10)*                                        3 states, star-free
+    3: no maximal odd-length run of 1s that is later followed by a maximal odd-length
+       run of 0s (a trailing run counts as maximal) 5 states, not star-free
+    4: no substring 000                             4 states, star-free
+    5: #0 even and #1 even                          4 states, not star-free
+    6: #0 − #1 ≡ 0 (mod 3)                          3 states, not star-free
+    7: 0*1*0*1*                                     5 states, star-free
+
+  Source: Tomita (1982); the definitions of tech-srl/lstar_extraction, Tomita_Grammars.py,
+  with Tomita 6 corrected there from mod 5 to mod 3. Length: the balanced geometric law for
+  3, 4 and 7 (all length-1 strings are members, long strings are not), Geometric(0.1) for
+  1, 2, 5 and 6, which no geometric law balances under uniform π (P(y = +1) < ½ for
+  every p).
+  """
+  k = _check_range("tomita k", k, 1, 7)
+  table, accepting = _TOMITA[k]
+  return regular.regular(table, accepting, pi=pi, length=length,
+                         balance=k in _TOMITA_BALANCED, name=f"tomita[k={k}]")
+
+
+def dyck(depth: int, *, pi=None, length=None) -> regular.RegularLanguage:
+  """Dyck-1 of depth at most `depth`: 0 = '(' and 1 = ')'; y = +1 iff w is balanced and
+  never nested deeper than `depth` (depth + 2 states with the sink, star-free).
+
+  Source: D_n = (a D_{n−1} b)* of Bhattamishra, Ahuja & Goyal (2020). Strings have length
+  ≥ 1, so the empty member never occurs. Length: Geometric(0.1) (balance=False): odd
+  lengths are never members and under uniform π P(y = +1) ≤ ¼ for every length law.
+  """
+  depth = validation.check_int("dyck depth", depth, 1)
+  # State s < depth + 1 is the current depth; -1 (the sink) is a ')' at depth 0 or a '('
+  # at the maximal depth.
+  table = [[s + 1 if s < depth else -1, s - 1 if s > 0 else -1] for s in range(depth + 1)]
+  return regular.regular(table, [0], pi=pi, length=length, balance=False,
+                         name=f"dyck[depth={depth}]")
+
+
+def cycle_navigation(k: int = 5, *, pi=None, length=None) -> regular.RegularLanguage:
+  """Alphabet {0, 1, 2}: token t moves by t − 1 on a cycle of k positions, from 0;
+  y = +1 iff the final position is 0 (k states, not star-free).
+
+  Source: the Chomsky-hierarchy suite's cycle_navigation (k = 5, the class is the final
+  position), here its binary form. Length: Geometric(0.1) (balance=False): under uniform
+  π, P(y = +1) < ½ for every geometric law (exactly 1/3 at every length when k = 3).
+  """
+  k = validation.check_int("cycle_navigation k", k, 2)
+  table = [[(s - 1) % k, s, (s + 1) % k] for s in range(k)]
+  return regular.regular(table, [0], pi=pi, length=length, balance=False,
+                         name=f"cycle_navigation[k={k}]")
+
+
+def mod_count(letter: int, m: int, r: int, d: int = 2, *, pi=None,
+              length=None) -> regular.RegularLanguage:
+  """Alphabet {0, …, d-1}: y = +1 iff #letter ≡ r (mod m) (m states, not star-free).
+
+  mod_count(1, 2, 1) is parity; the other letters share one token role. Length:
+  Geometric(0.1) (balance=False; whether a geometric law balances depends on m, r and π).
+  """
+  d = languages.check_alphabet(d)
+  letter = _check_range("mod_count letter", letter, 0, d - 1)
+  m = validation.check_int("mod_count m", m, 2)
+  r = _check_range("mod_count r", r, 0, m - 1)
+  table = [[(s + 1) % m if x == letter else s for x in range(d)] for s in range(m)]
+  return regular.regular(table, [r], pi=pi, length=length, balance=False,
+                         name=f"mod_count[letter={letter}, m={m}, r={r}]")
+
+
+def contains(word: Sequence[int], d: int = 2, *, pi=None,
+             length=None) -> regular.RegularLanguage:
+  """Alphabet {0, …, d-1}: y = +1 iff `word` occurs in w as a contiguous substring
+  (len(word) + 1 states, star-free).
+
+  The automaton is the prefix (Knuth–Morris–Pratt) automaton: state i < len(word) is the
+  longest prefix of `word` that ends w so far, and len(word) is the accepting trap.
+  Length: the balanced geometric law (balance=True): P(y = +1) rises from its value at
+  n = 1 to 1 as n grows, so this fails (the error gives the reachable range) only for a
+  one-letter word with π_word ≥ ½, e.g. contains((0,)) with d = 2.
+  """
+  d = languages.check_alphabet(d)
+  letters = tuple(word) if isinstance(word, Sequence) and not isinstance(word, str) else ()
+  if not letters or not all(validation.is_int(x) and 0 <= x < d for x in letters):
+    raise ValueError(f"contains word must be a non-empty sequence of letters in "
+                     f"{{0, …, {d - 1}}}; got {word!r}.")
+  word = tuple(int(x) for x in letters)
+
+  def step(matched: int, x: int) -> int:
+    if matched == len(word):
+      return matched
+    read = word[:matched] + (x,)
+    return max(j for j in range(len(read) + 1) if read[len(read) - j:] == word[:j])
+
+  table = [[step(i, x) for x in range(d)] for i in range(len(word) + 1)]
+  return regular.regular(table, [len(word)], pi=pi, length=length, balance=True,
+                         name=f"contains[word={word}]")
+
+
+def _presence_automaton(lang: occurrence.OccurrenceLanguage) -> regular.RegularLanguage:
+  """The automaton of an occurrence-family language, with its π and length law. The state
+  is the set of letters of L seen so far (a bit mask); occurrence and any_of only need
+  whether one was seen."""
+  letters = lang.letters
+  every = lang.kind == "all_of"
+  num_states = 2 ** len(letters) if every else 2
+  table = [[state for _ in range(lang.d)] for state in range(num_states)]
+  for state in range(num_states):
+    for i, a in enumerate(letters):
+      table[state][a] = state | (1 << i) if every else 1
+  name = f"{lang.kind}_automaton[letters={letters}]"
+  return regular.regular(table, [num_states - 1], pi=lang.pi, length=lang.length, name=name)
+
+
+def occurrence_automaton(d: int, letter: int = 0, *, pi=None,
+                         length=None) -> regular.RegularLanguage:
+  """Alphabet {0, …, d-1}: y = +1 iff `letter` occurs (2 states, star-free).
+
+  Source: the occurrence language of lagjax/data/occurrence.py (Han & Ghoshdastidar 2026).
+  Length: occurrence.balanced_geometric("occurrence", d, (letter,), pi), as for
+  occurrence(d, letter) (no geometric law balances it when π_letter ≥ ½, e.g. d = 2).
+  """
+  return _presence_automaton(occurrence.occurrence(d, letter, pi=pi, length=length))
+
+
+def any_of_automaton(d: int, letters: Sequence[int], *, pi=None,
+                     length=None) -> regular.RegularLanguage:
+  """Alphabet {0, …, d-1}: y = +1 iff some letter of `letters` occurs (2 states, star-free).
+
+  Source: any_of of lagjax/data/occurrence.py. Length: occurrence.balanced_geometric(
+  "any_of", d, letters, pi), as for any_of(d, letters).
+  """
+  return _presence_automaton(occurrence.any_of(d, letters, pi=pi, length=length))
+
+
+def all_of_automaton(d: int, letters: Sequence[int], *, pi=None,
+                     length=None) -> regular.RegularLanguage:
+  """Alphabet {0, …, d-1}: y = +1 iff every letter of `letters` occurs (2^|letters| states,
+  star-free).
+
+  Source: all_of of lagjax/data/occurrence.py. Length: occurrence.balanced_geometric(
+  "all_of", d, letters, pi), as for all_of(d, letters).
+  """
+  return _presence_automaton(occurrence.all_of(d, letters, pi=pi, length=length))
+
+
+for _name, _factory in [
+    ("parity", parity), ("first", first), ("even_pairs", even_pairs), ("tomita", tomita),
+    ("dyck", dyck), ("cycle_navigation", cycle_navigation), ("mod_count", mod_count),
+    ("contains", contains), ("occurrence_automaton", occurrence_automaton),
+    ("any_of_automaton", any_of_automaton), ("all_of_automaton", all_of_automaton)]:
+  languages.register(_name, _factory)
+
+__all__ = ["all_of_automaton", "any_of_automaton", "contains", "cycle_navigation", "dyck",
+           "even_pairs", "first", "mod_count", "occurrence_automaton", "parity", "tomita"]

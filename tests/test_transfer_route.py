@@ -1,0 +1,224 @@
+"""The transfer route (docs/theory.md §3d): exact squared risk on regular languages.
+
+Checked against brute-force enumeration of every string at fixed lengths (risk and its
+exact gradient, written out in numpy), against the Laplace route on the occurrence family
+built as automata, against the sampled route, and through the closed form and the step
+engine, which must agree on a regular language as they do on occurrence.
+
+Error bound used throughout: the quadrature error is < 1e-15 relative to max(1, max|β|²)
+(§3d: the Laplace route's trapezoid bound, measured 9.5e-16 as h = 0.25 against 0.125),
+and an enumeration of ≤ 2^10 terms of size ≤ max(1, max|β|)² adds roundoff < 1e-13 of that
+scale; 1e-12 relative to it bounds both.
+"""
+
+import dataclasses
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lagjax as lj
+from lagjax.data import regular
+from lagjax.data import regular_builtins as rb
+from lagjax.dynamics import engines
+from lagjax.risk import laplace, transfer
+
+TOL = 1e-12
+
+
+def enumerated(lang, n: int, params):
+  """Risk and its gradient (α, β[, α_cls, β_cls]) summed over every string of length n, with
+  labels from walking the automaton's table (numpy, all strings at once)."""
+  alpha, beta = np.asarray(params["alpha"]), np.asarray(params["beta"])
+  cls = "alpha_cls" in params
+  u0 = float(np.exp(params["alpha_cls"])) if cls else 0.0
+  beta0 = float(params["beta_cls"]) if cls else 0.0
+  table, accepting, start = lang.automaton()
+  strings = np.array(list(itertools.product(range(lang.d), repeat=n)))     # (d^n, n)
+  state = np.full(len(strings), start)
+  for position in range(n):
+    state = table[state, strings[:, position]]
+  y = np.where(accepting[state], 1.0, -1.0)
+  weight = np.prod(lang.pi_array[strings], axis=1)
+  counts = np.stack([(strings == x).sum(1) for x in range(lang.d)], axis=1)   # (d^n, d)
+  u = np.exp(alpha)
+  big_b = counts @ u + u0
+  f = (counts @ (u * beta) + u0 * beta0) / big_b
+  residual = weight * (f - y) / big_b
+  grads = {"alpha": residual @ (counts * u * (beta - f[:, None])),
+           "beta": residual @ (counts * u)}
+  if cls:
+    grads["alpha_cls"] = residual @ (u0 * (beta0 - f))
+    grads["beta_cls"] = residual.sum() * u0
+  return float(weight @ (0.5 * (f - y) ** 2)), grads
+
+
+def random_automaton(rng, states: int, d: int):
+  table = rng.integers(0, states, size=(states, d))
+  accepting = rng.choice(states, size=max(1, states // 2), replace=False)
+  return table, accepting
+
+
+def random_params(rng, d: int, cls: bool):
+  params = {"alpha": jnp.asarray(rng.uniform(-3, 3, d)), "beta": jnp.asarray(rng.uniform(-2, 2, d))}
+  if cls:
+    params.update(alpha_cls=jnp.asarray(rng.uniform(-3, 3)),
+                  beta_cls=jnp.asarray(rng.uniform(-2, 2)))
+  return params
+
+
+LANGUAGES = {"even_pairs": rb.even_pairs(), "tomita3": rb.tomita(3), "parity": rb.parity(),
+             "dyck2": rb.dyck(2), "cycle3": rb.cycle_navigation(3)}
+BUILTINS = {**LANGUAGES, "first": rb.first(), "tomita1": rb.tomita(1), "tomita2": rb.tomita(2),
+            "tomita4": rb.tomita(4), "tomita5": rb.tomita(5), "tomita6": rb.tomita(6),
+            "tomita7": rb.tomita(7), "mod_count": rb.mod_count(1, 3, 1),
+            "contains": rb.contains((1, 0, 1))}
+MAX_LENGTH = {2: 10, 3: 6}
+# One window wide enough for every fixed length up to 10, so one compiled function per
+# language serves every n (Fixed(n).matrix_pgf takes a traced n).
+LEFT = 38.0 + np.log(10.0)
+
+
+def fixed_length_risk(base, cls: bool):
+  """jit((params, law) -> (risk, grad)) of the transfer route on `base` with length law `law`
+  (a traced Fixed, so one-class lengths are allowed)."""
+  def value_and_grad(params, law):
+    lang = dataclasses.replace(base, length=law)
+    return jax.value_and_grad(transfer.build(lang, cls=cls, left=LEFT).risk)(params)
+
+  return jax.jit(value_and_grad)
+
+
+def random_language(seed: int):
+  table, accepting = random_automaton(np.random.default_rng(seed), 5, 2)
+  return regular.regular(table, accepting, length=lj.geometric(0.2), balance=False,
+                         name=f"random{seed}")
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS) + ["random0", "random1"])
+def test_fixed_length_risk_and_gradient_equal_enumeration(name):
+  """n = 1..10 (d = 2) or 1..6 (d = 3), random θ, CLS on for every other language: risk
+  and gradient of the route (jax.grad through the quadrature) equal the enumerated sums
+  to TOL."""
+  index = (sorted(BUILTINS) + ["random0", "random1"]).index(name)
+  base = BUILTINS[name] if name in BUILTINS else random_language(int(name[-1]))
+  rng = np.random.default_rng(index)
+  cls = index % 2 == 1
+  evaluate = fixed_length_risk(base, cls)
+  for n in range(1, MAX_LENGTH[base.d] + 1):
+    params = random_params(rng, base.d, cls)
+    value, grads = evaluate(params, lj.fixed(n))
+    expected, expected_grads = enumerated(base, n, params)
+    scale = max(1.0, float(jnp.abs(params["beta"]).max()) ** 2)
+    assert abs(float(value) - expected) <= TOL * scale, (name, n, float(value), expected)
+    for key, grad in grads.items():
+      np.testing.assert_allclose(np.asarray(grad), expected_grads[key], rtol=0,
+                                 atol=TOL * scale, err_msg=f"{name} n={n} {key}")
+
+
+@pytest.mark.parametrize("cls", [False, True])
+@pytest.mark.parametrize("kind", ["occurrence", "any_of", "all_of"])
+def test_occurrence_family_as_automata_equals_the_laplace_route(kind, cls):
+  """d = 50, per-token random θ (three score clusters): the transfer route on the automaton
+  and the Laplace route on the presence language agree in risk and gradient to TOL (both
+  are the same trapezoid sums on the same nodes, so only roundoff separates them)."""
+  d, letters = 50, (0,) if kind == "occurrence" else (0, 1)
+  presence = {"occurrence": lj.occurrence(d), "any_of": lj.any_of(d, letters),
+              "all_of": lj.all_of(d, letters)}[kind]
+  automaton = {"occurrence": lambda: rb.occurrence_automaton(d),
+               "any_of": lambda: rb.any_of_automaton(d, letters),
+               "all_of": lambda: rb.all_of_automaton(d, letters)}[kind]()
+  assert automaton.length == presence.length
+  rng = np.random.default_rng(7)
+  params = {"alpha": jnp.asarray(rng.choice([-4.0, 0.0, 5.0], d) + 0.1 * rng.normal(size=d)),
+            "beta": jnp.asarray(rng.normal(size=d))}
+  if cls:
+    params.update(alpha_cls=jnp.asarray(1.5), beta_cls=jnp.asarray(-0.4))
+  points = laplace.window_width(presence) * 3 + int(cls) * laplace.window_width(presence)
+  assert laplace.points_needed(presence, params) <= points
+  value, grads = jax.value_and_grad(transfer.build(automaton, cls=cls, num_points=points).risk)(
+      params)
+  expected, expected_grads = jax.value_and_grad(
+      laplace.build(presence, cls=cls, num_points=points).risk)(params)
+  assert abs(float(value - expected)) <= TOL, (float(value), float(expected))
+  for key in grads:
+    np.testing.assert_allclose(grads[key], expected_grads[key], rtol=0, atol=TOL, err_msg=key)
+
+
+def test_attention_moments_equal_the_laplace_moments():
+  """(H, g) by autodiff of the transfer route equal the Laplace route's closed-form moments
+  on the occurrence automaton (d = 6, CLS), to TOL."""
+  d = 6
+  rng = np.random.default_rng(3)
+  params = {"alpha": jnp.asarray(rng.normal(size=d)), "beta": jnp.zeros(d),
+            "alpha_cls": jnp.asarray(0.2), "beta_cls": jnp.asarray(0.0)}
+  moments = jax.jit(transfer.attention_moments(rb.occurrence_automaton(d), cls=True))
+  hessian, target = moments(params)
+  expected_h, expected_g = laplace.attention_moments(lj.occurrence(d), cls=True)(params)
+  np.testing.assert_allclose(hessian, expected_h, rtol=0, atol=TOL)
+  np.testing.assert_allclose(target, expected_g, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("name", ["even_pairs", "tomita3", "cycle3"])
+def test_sampled_route_within_four_standard_errors(name):
+  """The sampled route on 20 000 strings (CLS, random θ) lies within 4 standard errors of
+  the exact value."""
+  lang = LANGUAGES[name]
+  params = random_params(np.random.default_rng(11), lang.d, cls=True)
+  exact = lj.population_risk(lang, params)
+  assert exact.route == "transfer"
+  sampled = lj.population_risk(lang, params, route="sampled", key=jax.random.key(5),
+                               n_samples=20_000)
+  assert abs(sampled.value - exact.value) <= 4 * sampled.details["stderr"], (exact, sampled)
+
+
+def test_auto_picks_transfer_and_presence_routes_refuse_in_one_line():
+  lang = rb.even_pairs()
+  assert lj.risk.resolve_route(lang, "squared", "auto") == "transfer"
+  for route in ("laplace", "lattice"):
+    with pytest.raises(ValueError, match=r"^route '\w+' does not support even_pairs.*"
+                                         r"PresenceLabels[^\n]*$"):
+      lj.risk.resolve_route(lang, "squared", route)
+  with pytest.raises(ValueError, match=r"does not declare AutomatonLabels"):
+    lj.risk.resolve_route(lj.occurrence(4), "squared", "transfer")
+  with pytest.raises(ValueError, match=r"loss 'squared' only"):
+    lj.risk.resolve_route(lang, "logistic", "transfer")
+
+
+def test_both_engines_agree_on_a_regular_language():
+  """Tomita 4 (CLS-free direct model), three-phase plan: the closed form (moments (H, g) of
+  the transfer route) and the step loop give the same records to TOL."""
+  lang = rb.tomita(4)
+  plan = lj.plans.three_phase(2.0, 8.0, 1.0, 20)
+  runs = {engine: engines.build(lang, plan, num_records=8, engine=engine).evaluate(
+      jnp.asarray(plan.etas), jax.random.key(0)) for engine in ("closed_form", "steps")}
+  assert runs["closed_form"].partition == runs["steps"].partition
+  for field in ("risk", "alpha", "beta"):
+    np.testing.assert_allclose(getattr(runs["closed_form"], field),
+                               getattr(runs["steps"], field), rtol=TOL, atol=TOL,
+                               err_msg=field)
+  assert float(jnp.abs(runs["steps"].alpha[-1]).max()) > 1e-3   # attention moved
+
+
+def test_beta_only_closed_form_is_the_limit_of_gd_on_the_route():
+  """first() at fixed scores α = (0.4, -0.3) with CLS: output GD in closed form at T = ∞
+  (closed_form.output_gd with the route's (H, g)) equals 600 explicit GD steps on the
+  transfer route's risk in β (metric: one token per group). The gap contracts like
+  (1 - η λ_min)^T, below 1e-12 here (asserted through λ_min), plus roundoff."""
+  lang = rb.first()
+  params = {"alpha": jnp.array([0.4, -0.3]), "beta": jnp.zeros(2), "alpha_cls": jnp.asarray(0.1),
+            "beta_cls": jnp.asarray(0.0)}
+  hessian, target = jax.jit(lj.risk.moments.moments_fn(lang, cls=True))(params)
+  eigenvalues = np.linalg.eigvalsh(np.asarray(hessian))
+  eta, steps = 1.0 / eigenvalues.max(), 600
+  assert (1 - eta * eigenvalues.min()) ** steps < 1e-12
+  sizes = jnp.ones(3)
+  limit = lj.closed_form.output_gd(hessian, target, sizes, jnp.zeros(3), eta, jnp.inf)
+  risk = transfer.build(lang, cls=True).risk
+  grad = jax.grad(lambda beta: risk(lj.models.direct.unstack(params, "beta", beta)))
+  walked = jax.jit(lambda beta: jax.lax.fori_loop(0, steps, lambda _, b: b - eta * grad(b),
+                                                  beta))(jnp.zeros(3))
+  np.testing.assert_allclose(walked, limit, rtol=0, atol=1e-10)
+  assert float(jnp.abs(limit).max()) > 0.1
