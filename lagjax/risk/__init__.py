@@ -21,7 +21,17 @@ from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
-from lagjax.risk import base, erf_slr, error, laplace, lattice, moments, sampled, transfer
+from lagjax.risk import (
+    automaton_error,
+    base,
+    erf_slr,
+    error,
+    laplace,
+    lattice,
+    moments,
+    sampled,
+    transfer,
+)
 from lagjax.risk.base import LOSSES, Route, get_loss
 
 
@@ -127,6 +137,11 @@ def _cached_threshold(lang, partition, tol):
   return jax.jit(error.build(lang, partition, tol=tol))
 
 
+@functools.lru_cache(maxsize=16)
+def _cached_automaton_error(lang, partition, tol):
+  return jax.jit(automaton_error.build(lang, partition, tol=tol))
+
+
 def _grouped(lang, theta):
   direct.check_params(theta, lang.d)
   partition = partition_lib.of_params(lang, theta)
@@ -178,8 +193,9 @@ def exact_error(lang: languages.Language, theta, *, tol: float = 1e-12) -> RiskR
   """0-1 error P(sign f ≠ y) by an exact route, or None where none is feasible.
 
   The route is error.choose's: "threshold" (y = +1 iff a token of L occurs, θ tied
-  on the two token groups, O(N)), else "lattice" (enumeration), both with the
-  certified tail bound in details["error_bound"]. Compiled once per (language,
+  on the two token groups, O(N)), else "lattice" (enumeration), else "automaton" (a DP
+  for regular languages on at most 3 token groups), each with the certified tail bound
+  in details["error_bound"]. Compiled once per (language,
   partition, tol).
   """
   validation.require_float64("lj.risk.exact_error")
@@ -197,6 +213,9 @@ def _exact_error(lang, partition, grouped, tol) -> RiskResult | None:
     report = _as_floats(_cached_report(lang, partition, "squared", name,
                                        direct.has_cls(grouped), (("tol", tol),))(grouped))
     return RiskResult(report["error"], name, {"error_bound": report["error_bound"]})
+  if name == "automaton":
+    value, bound = _cached_automaton_error(lang, partition, tol)(grouped)
+    return RiskResult(float(value), name, {"error_bound": float(bound)})
   return None
 
 
@@ -229,6 +248,7 @@ def sampled_risk(key, lang: languages.Language, theta, *, n_samples: int = 10**5
   return float(report["risk"]), float(report["stderr"])
 
 
-__all__ = ["AUTO_ORDER", "LOSSES", "ROUTES", "RiskResult", "Route", "RouteSpec", "base",
-           "erf_slr", "error_rate", "exact_error", "laplace", "lattice", "moments",
-           "population_risk", "resolve_route", "risk_fn", "sampled", "sampled_risk"]
+__all__ = ["AUTO_ORDER", "LOSSES", "ROUTES", "RiskResult", "Route", "RouteSpec",
+           "automaton_error", "base", "erf_slr", "error_rate", "exact_error", "laplace",
+           "lattice", "moments", "population_risk", "resolve_route", "risk_fn", "sampled",
+           "sampled_risk", "transfer"]

@@ -25,7 +25,7 @@ from lagjax.data import languages, sampling
 from lagjax.data import lengths as lengths_lib
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
-from lagjax.risk import base, lattice
+from lagjax.risk import automaton_error, base, lattice
 from lagjax.risk import sampled as sampled_route
 
 MAX_TABLE_LENGTH = 4096
@@ -138,7 +138,9 @@ def choose(lang: languages.Language, partition: partition_lib.Partition,
 
   "threshold" (y = +1 iff a token of L occurs, on two token groups, O(N)) when its
   table of lengths fits, else "lattice" (enumeration) when the language declares
-  labels from counts and the enumeration fits. The one place where this is decided.
+  labels from counts and the enumeration fits, else "automaton" (a DP over state ×
+  counts, docs/theory.md §3d) for a regular language on at most 3 token groups. The
+  one place where this is decided.
   """
   n_max = lengths_lib.truncation_length(lang.length, tol)
   if supports(lang, partition) and n_max <= MAX_TABLE_LENGTH:
@@ -147,6 +149,8 @@ def choose(lang: languages.Language, partition: partition_lib.Partition,
       partition.num_groups, lengths_lib.truncation_length(lang.length, tol / 2)) <= \
       lattice.MAX_VECTORS:
     return "lattice"
+  if automaton_error.supports(lang, partition, tol):
+    return "automaton"
   return None
 
 
@@ -161,6 +165,9 @@ def best_route(lang, partition, error_samples: int = ERROR_SAMPLES,
     return (lambda params: {"error": threshold(params)[0]}), name
   if name == "lattice":
     return lattice.build(lang, partition).report, name
+  if name == "automaton":
+    dynamic = automaton_error.build(lang, partition)
+    return (lambda params: {"error": dynamic(params)[0]}), name
   if languages.missing(lang, languages.PresenceLabels, "") is not None:
     # Labels that depend on token order: strings, not count vectors (risk/sampled.py).
     strings = sampled_route.build(jax.random.key(2**31 - 1), lang, partition,
