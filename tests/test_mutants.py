@@ -181,6 +181,82 @@ def test_threshold_error_route_equals_the_lattice_error():
                                                         + 1e-12)
 
 
+def test_threshold_error_route_needs_the_letters_as_one_of_two_groups():
+  """error.supports: the threshold route applies on two token groups exactly when one of them
+  is L, the letters (docstring: "on the two token groups L and the rest"); a two-group
+  partition that splits L is refused, by supports and by build (ValueError, as its docstring
+  says), and choose falls through to the lattice. Exact: booleans.
+  Kills: `set(b) != set(letters)` in supports (true for any two-group partition, since a
+  split never equals L; build then dies on StopIteration, not ValueError)."""
+  from lagjax.risk import error as error_lib
+  lang = lj.any_of(5, (0, 1), length=lj.geometric(0.3))
+  assert error_lib.supports(lang, lj.partition.of_language(lang))
+  for blocks in (((0, 2), (1, 3, 4)), ((0,), (1, 2, 3, 4))):
+    split = lj.partition.Partition(blocks)
+    assert not error_lib.supports(lang, split)
+    assert error_lib.choose(lang, split) == "lattice"
+    with pytest.raises(ValueError, match="threshold error route"):
+      error_lib.build(lang, split)
+
+
+def test_error_choose_picks_the_lattice_only_where_the_lattice_builds():
+  """error.choose says "lattice" only where lattice.build accepts the enumeration: both size it
+  with lengths up to N(tol/2). At d = 3 (three singleton groups) and geometric p = 0.085,
+  N(tol/2) = 319 needs 5,512,639 count vectors (> lattice.MAX_VECTORS = 5,000,000) while
+  N(2 tol) = 304 would need 4,775,384, so choose must not say "lattice" (today it gives None
+  and best_route samples the error) where lattice.build refuses. Integer counts: exact.
+  Kills: tol * 2 for tol / 2 in choose (it would pick a lattice that then refuses to build)."""
+  from lagjax.data import lengths as lengths_lib
+  from lagjax.risk import error as error_lib
+  from lagjax.risk import lattice
+  lang = lj.occurrence(3, 0, length=lj.geometric(0.085))
+  partition = lj.partition.singletons(3)
+  tol = 1e-12
+  assert lattice.num_count_vectors(3, lengths_lib.truncation_length(lang.length, 2 * tol)) <= \
+      lattice.MAX_VECTORS
+  assert error_lib.choose(lang, partition, tol) != "lattice"
+  with pytest.raises(ValueError, match="max_vectors"):
+    lattice.build(lang, partition, tol=tol)
+
+
+def test_best_route_uses_the_route_choose_picks():
+  """error.best_route builds the route `choose` names: the O(N) threshold route for a tied
+  occurrence language (two groups, the letter and the rest), the lattice for all_of on
+  singletons at d = 3, and returns that name; its error is the chosen route's own (the same
+  function on the same θ, so equal exactly).
+  Kills: `name != "threshold"` in best_route (the threshold case fell to the sampled route,
+  the lattice case into the threshold builder, which refuses it)."""
+  from lagjax.risk import error as error_lib
+  from lagjax.risk import lattice
+  lang = lj.occurrence(3, 0, length=lj.geometric(0.5))
+  partition = lj.partition.of_language(lang)
+  report, name = error_lib.best_route(lang, partition)
+  assert name == "threshold"
+  params = {"alpha": np.array([0.3, -0.2]), "beta": np.array([1.0, -0.8])}
+  assert float(report(params)["error"]) == float(error_lib.build(lang, partition)(params)[0])
+  lang = lj.all_of(3, (0, 1), length=lj.geometric(0.5))
+  singletons = lj.partition.singletons(3)
+  report, name = error_lib.best_route(lang, singletons)
+  assert name == "lattice"
+  params = {"alpha": np.array([0.3, -0.2, 0.1]), "beta": np.array([1.0, -0.8, 0.5])}
+  assert float(report(params)["error"]) == float(
+      lattice.build(lang, singletons).report(params)["error"])
+
+
+def test_threshold_error_route_tabulates_lengths_up_to_4096():
+  """The threshold route tabulates the binomial CDFs for n <= N <= error.MAX_TABLE_LENGTH =
+  4096 (docs/theory.md §3): fixed length 4096 takes it, fixed length 4097 does not (today
+  choose gives None there: the lattice would need C(4099, 2) - 1 = 8,398,850 count vectors
+  on two groups, over lattice.MAX_VECTORS, so best_route samples) and build refuses it.
+  Pure Python, no table built; integers: exact. Kills: MAX_TABLE_LENGTH = 4097."""
+  from lagjax.risk import error as error_lib
+  fits, over = (lj.occurrence(2, 0, length=lj.fixed(n0)) for n0 in (4096, 4097))
+  assert error_lib.choose(fits, lj.partition.of_language(fits)) == "threshold"
+  assert error_lib.choose(over, lj.partition.of_language(over)) != "threshold"
+  with pytest.raises(ValueError, match="tabulates lengths up to 4096"):
+    error_lib.build(over, lj.partition.of_language(over))
+
+
 # --- lagjax/dynamics/plans.py ----------------------------------------------------------------
 
 
@@ -266,6 +342,50 @@ def test_make_loop_rejects_a_record_grid_that_does_not_end_at_num_steps():
     with pytest.raises(ValueError, match="record_steps"):
       lj.runner.make_loop(plan.slots(), lambda params: params, lambda key: None, num_steps=4,
                           record=lambda params: {}, record_steps=grid)
+
+
+def test_locate_divergence_at_the_first_record():
+  """locate_divergence: when the first record (step 0) already fails the rule, the run
+  diverged at step 0, as the loop would mark it (θ_0's objective is judged by step 0); a
+  later first failure is bisected to the first failing step. Exact: integer steps, and
+  inf / 1e9 against the cap 1e8.
+  Kills: the lower end +1 instead of -1 below the first record (then hi = 0 is not above lo
+  and the run counts as not diverged)."""
+  zeros = jnp.zeros((3, 2))
+  steps, total = jnp.array([0, 5, 10]), 10
+
+  def locate(risk, first_bad):
+    records = {"risk": jnp.asarray(risk), "alpha": zeros, "beta": zeros}
+    state_at = lambda t: (jnp.where(t >= first_bad, 1e9, 1.0), jnp.zeros(2), jnp.zeros(2))
+    diverged, step = lj.runner.locate_divergence(records, steps, total, state_at, 1e8, 4)
+    return bool(diverged), int(step)
+
+  assert locate([jnp.inf, jnp.inf, jnp.inf], 0) == (True, 0)
+  assert locate([1e9, 1e9, 1e9], 0) == (True, 0)
+  assert locate([1.0, 1e9, 1e9], 3) == (True, 3)
+  assert locate([1.0, 1.0, 1.0], 20) == (False, -1)
+
+
+def test_default_divergence_cap_is_one_e8():
+  """The one divergence cap is lj.runner.MAX_VALUE = 1e8 (docs/theory.md §5, README), the
+  default max_value of make_loop: an objective of exactly 1e8 runs on, one of 1e8 + 1 (a
+  float64 integer, exact) is not taken and the run diverges at step 0.
+  Kills: MAX_VALUE = 100000001.0."""
+  plan = lj.plans.output_only(0.5, 3)
+  params0 = {"beta": jnp.ones(2)}
+
+  def run(value):
+    objective = lambda key: lambda params, t, phase: (jnp.asarray(value),
+                                                      {"beta": jnp.ones(2)})
+    loop = lj.runner.make_loop(plan.slots(), lambda params: {"beta": "output"}, objective,
+                               lambda params: {}, num_steps=3)
+    return loop(params0, jax.random.key(0), plan.data())
+
+  at_cap, above = run(1e8), run(1e8 + 1)
+  assert not bool(at_cap.diverged) and int(at_cap.diverged_step) == -1
+  np.testing.assert_array_equal(at_cap.params["beta"], [-0.5, -0.5])  # 3 steps of -0.5
+  assert bool(above.diverged) and int(above.diverged_step) == 0
+  np.testing.assert_array_equal(above.params["beta"], [1.0, 1.0])
 
 
 # --- lagjax/dynamics/metrics.py --------------------------------------------------------------
@@ -392,6 +512,41 @@ def test_success_includes_an_error_equal_to_the_threshold():
                                 [True, True, False, False])
   np.testing.assert_array_equal(finite_sample.succeeded(errors, 0.0), [True, False, False, False])
 
+
+@pytest.mark.parametrize("n", [1, 4, 5, 7])
+def test_empirical_gram_is_the_gram_of_the_first_n_rows(n):
+  """empirical_gram(α, c, y, n) = (WᵀW/n, Wᵀy/n) over the first n rows, W =
+  direct.attention_masses(α, c), whatever n is modulo the block size (here 4: n = 1 and 5 end
+  with a block of one row). Against a direct product on the same rows: the same float64
+  products (masses <= 1, n <= 7 terms) summed block by block instead of at once, so they
+  differ by rounding only; rtol 1e-13.
+  Kills: (n + block - 2) // block blocks (drops the last block when n ≡ 1 mod block)."""
+  from lagjax.analysis import finite_sample
+  from lagjax.models import direct
+  rng = np.random.default_rng(0)
+  counts = jnp.asarray(rng.integers(0, 4, size=(9, 3)) + np.eye(3, dtype=int)[[0, 1, 2] * 3])
+  labels = jnp.asarray(rng.choice([-1.0, 1.0], size=9))
+  alpha = jnp.array([0.4, -0.3, 0.1])
+  gram, target = finite_sample.empirical_gram(alpha, counts, labels, n, block=4)
+  masses = np.asarray(direct.attention_masses(alpha, counts[:n]))
+  np.testing.assert_allclose(gram, masses.T @ masses / n, rtol=1e-13, atol=0)
+  np.testing.assert_allclose(target, masses.T @ np.asarray(labels[:n]) / n, rtol=1e-13, atol=1e-16)
+
+
+def test_rate_model_d_log_squared_d_fits_its_own_law():
+  """fit_rate_models: N* = C d ln²d exactly (C = 3) is fitted by the "C d ln^2 d" model with
+  residuals at rounding level (log of a product of a few floats: ~1e-15, so chi² ~ 1e-26 at
+  σ = 0.1; bound 1e-20) and C recovered to rtol 1e-12, while C d and C d ln d misfit
+  (chi² > 1). Kills: "C d ln^2 d" as d ln³ d."""
+  from lagjax.analysis import finite_sample
+  d = np.array([10.0, 20.0, 40.0, 80.0, 160.0])
+  fits = finite_sample.fit_rate_models(d, 3.0 * d * np.log(d) ** 2, np.full(d.size, 0.1))
+  exact = fits["C d ln^2 d"]
+  assert exact["chi2"] < 1e-20 and exact["dof"] == 4
+  np.testing.assert_allclose(exact["C"], 3.0, rtol=1e-12)
+  assert fits["C d"]["chi2"] > 1.0 and fits["C d ln d"]["chi2"] > 1.0
+
+
 # --- lagjax/analysis/regimes.py --------------------------------------------------------------
 
 
@@ -410,6 +565,62 @@ def test_steps_needed_when_the_limit_risk_is_far_above_zero():
   at = float(regimes.three_phase_regime(lang, eps, steps=int(steps)).risk_of(eta1, eta2))
   before = float(regimes.three_phase_regime(lang, eps, steps=int(steps) - 1).risk_of(eta1, eta2))
   assert at - limit <= eps < before - limit
+
+
+def test_eta2_min_is_the_low_end_when_the_whole_scan_succeeds():
+  """η2_min(η1) by bisection is the smallest η2 of eta2_range with R_T <= ε: at T = 100,
+  η1 = 10, ε = 0.01 (d = 20) the T = ∞ law fails at finite T (the boundary is bisected),
+  and every η2 of [300, 3e4] succeeds (the boundary lies near 214), so η2_min is the low end
+  300 itself: exp(log 300), equal to 300 to a few ulp (rtol 1e-14).
+  Kills: exp(xs[1]) for the first scan point (300 · 100^(1/95) ≈ 314.8)."""
+  from lagjax.analysis import regimes
+  low, high = 300.0, 3e4
+  regime = regimes.three_phase_regime(lj.occurrence(20), 0.01, steps=100, eta2_range=(low, high))
+  law = float(regimes.three_phase_regime(lj.occurrence(20), 0.01).eta2_min(10.0))
+  assert float(regime.risk_of(10.0, law * (1 + regimes.LAW_CHECK))) > 0.01  # bisected
+  # η2_min = 300 also shows that the whole scan succeeds: a failing first point would put
+  # the bisected root above 300, a failing later one would make η2_min NaN.
+  np.testing.assert_allclose(float(regime.eta2_min(10.0)), low, rtol=1e-14)
+
+
+def test_eta3_limit_is_two_over_the_top_scaled_eigenvalue_at_delta_eps():
+  """Regime.eta3_limit = 2/λ_max(D^{-1/2} H D^{-1/2}) at the boundary Δ = Δ_ε (docstring),
+  recomputed here from lj.risk.moments.moments_fn on the language's two token groups at
+  α = (Δ_ε on the letters, 0 elsewhere) (only score differences matter) and numpy's eigvalsh.
+  Both are exact quadratures (error < 1e-15) on different grids; an eigenvalue of a
+  well-conditioned 2 × 2 matrix: rtol 1e-10.
+  Kills: H taken at Δ_ε / direction (α = ±2Δ_ε instead of ±Δ_ε/2)."""
+  from lagjax.analysis import regimes
+  from lagjax.risk import moments
+  lang = lj.occurrence(20)
+  regime = regimes.three_phase_regime(lang, 0.01)
+  partition = lj.partition.of_language(lang)
+  letters = np.isin(np.arange(lang.d), lang.margin_letters())
+  alpha = partition.group(np.where(letters, regime.delta_eps, 0.0))
+  hessian, _ = jax.jit(moments.moments_fn(lang, partition))({"alpha": jnp.asarray(alpha)})
+  root = np.sqrt(partition.sizes)
+  top = np.linalg.eigvalsh(np.asarray(hessian) / root[:, None] / root[None, :])[-1]
+  np.testing.assert_allclose(regime.eta3_limit, 2.0 / top, rtol=1e-10)
+
+
+def test_limit_risk_is_the_least_squares_minimum():
+  """regimes.limit_risk(lang)(α) = min_β R(α, β) = ½ - ½ gᵀH⁻¹g for per-token α of any
+  leading shape (here (2, 2, d): the result is (2, 2)), against (H, g) from
+  lj.risk.moments.moments_fn and a numpy solve at d = 4. Both exact quadratures (< 1e-15)
+  on different grids, H well conditioned at these α: atol 1e-10.
+  Kills: alpha.reshape(-2, d) (jnp refuses a -2 dimension)."""
+  from lagjax.analysis import regimes
+  from lagjax.risk import moments
+  lang = lj.occurrence(4)
+  alpha = np.array([[[0.0, 0.0, 0.0, 0.0], [1.0, -0.5, 0.2, 0.3]],
+                    [[-1.0, 0.5, 0.0, 2.0], [0.3, 0.3, -0.7, 0.1]]])
+  got = np.asarray(regimes.limit_risk(lang)(alpha))
+  assert got.shape == (2, 2)
+  moments_of = jax.jit(moments.moments_fn(lang))
+  for index in np.ndindex(2, 2):
+    hessian, target = (np.asarray(x) for x in moments_of({"alpha": jnp.asarray(alpha[index])}))
+    expected = 0.5 - 0.5 * target @ np.linalg.solve(hessian, target)
+    assert abs(got[index] - expected) < 1e-10
 
 
 # --- experiments/table1_protocol.py: the selection step of run_task -------------------------
