@@ -255,3 +255,47 @@ def test_unknown_plan_name():
   with pytest.raises(ValueError, match="nope") as error:
     lj.plans.get_plan("nope")
   assert "three_phase" in str(error.value)  # the message lists the known plans
+
+
+# --- blind spots found by mutmut on lagjax/dynamics/plans.py (BUILD_NOTES "Mutation campaign")
+
+
+@pytest.mark.parametrize("build, num_etas", [
+    (lj.plans.joint, 1), (lj.plans.output_only, 1), (lj.plans.attention_only, 1),
+    (lj.plans.attention_first, 2), (lj.plans.three_phase, 3),
+    (lj.plans.get_plan("joint"), 1)])
+def test_every_builder_keeps_the_steps_and_the_phase_options(build, num_etas):
+  """The last phase has `steps` steps and every phase gets the shared options (here the
+  optimizer). Kills: steps dropped (None) and **phase_options dropped, in joint,
+  output_only and PlanSpec.__call__."""
+  plan = build(*[0.25] * num_etas, 7, optimizer=optax.adam)
+  assert plan.phases[-1].steps == 7
+  assert all(phase.optimizer is optax.adam for phase in plan.phases)
+
+
+def test_learning_rate_follows_a_schedule_phase():
+  """A phase whose η is an optax schedule contributes that schedule (of the phase's own
+  step), a constant phase its constant. Kills: the schedule replaced by a constant."""
+  schedule = optax.linear_schedule(1.0, 0.0, 4)
+  plan = lj.plans.custom([lj.plans.Phase("output", 0.5, 2), lj.plans.Phase("output", schedule, 4)])
+  rate = plan.learning_rate()
+  np.testing.assert_allclose([float(rate(t)) for t in range(6)],
+                             [0.5, 0.5, 1.0, 0.75, 0.5, 0.25], rtol=0, atol=1e-15)
+
+
+def test_unknown_plan_name_is_named_in_the_message():
+  with pytest.raises(ValueError, match=r"^plan name must be one of \('joint', "):
+    lj.plans.get_plan("jiont")
+
+
+def test_empirical_accepts_the_smallest_and_integral_sizes_only():
+  """n_samples >= 1 (integral floats allowed), batch_size None or >= 1. Kills: the bounds
+  moved to 2 and integral_floats dropped."""
+  assert lj.plans.Empirical(1).n_samples == 1
+  assert lj.plans.Empirical(300.0).n_samples == 300.0
+  assert lj.plans.Empirical(5, batch_size=1).batch_size == 1
+  for bad in (0, 2.5, "3"):
+    with pytest.raises(ValueError, match=r"Empirical n_samples \(N\)"):
+      lj.plans.Empirical(bad)
+  with pytest.raises(ValueError, match=r"Empirical batch_size must be None or >= 1"):
+    lj.plans.Empirical(5, batch_size=0)
