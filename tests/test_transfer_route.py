@@ -275,3 +275,33 @@ def test_exact_error_of_a_regular_language_is_the_dp_and_within_four_se_of_sampl
   sampled = lj.population_risk(lang, params, route="sampled", key=jax.random.key(3),
                                n_samples=200_000)
   assert abs(sampled.details["error"] - exact.value) <= 4 * sampled.details["error_stderr"]
+
+
+def test_class_balanced_risk_equals_enumeration():
+  """class_weights="balanced": ½ E[ℓ | y = +1] + ½ E[ℓ | y = -1] equals the enumerated
+  class-conditional means at fixed lengths (even pairs, n = 3, 5, CLS) to TOL; at a
+  language with P(y = +1) = ½ (parity) it equals the population risk."""
+  rng = np.random.default_rng(21)
+  for n in (3, 5):
+    lang = dataclasses.replace(BUILTINS["even_pairs"], length=lj.fixed(n))
+    params = random_params(rng, 2, cls=True)
+    value = float(transfer.build(lang, cls=True, class_weights="balanced").risk(params))
+    table, accepting, start = lang.automaton()
+    strings = np.array(list(itertools.product(range(2), repeat=n)))
+    state = np.full(len(strings), start)
+    for position in range(n):
+      state = table[state, strings[:, position]]
+    y = np.where(accepting[state], 1.0, -1.0)
+    counts = np.stack([(strings == x).sum(1) for x in range(2)], axis=1)
+    u, u0 = np.exp(np.asarray(params["alpha"])), float(np.exp(params["alpha_cls"]))
+    f = (counts @ (u * np.asarray(params["beta"])) + u0 * float(params["beta_cls"])) / (
+        counts @ u + u0)
+    loss = 0.5 * (f - y) ** 2
+    expected = 0.5 * loss[y > 0].mean() + 0.5 * loss[y < 0].mean()   # uniform π: plain means
+    assert abs(value - expected) <= TOL, (n, value, expected)
+  parity = BUILTINS["parity"]
+  params = random_params(rng, 2, cls=False)
+  balanced = transfer.build(parity, class_weights="balanced").risk(params)
+  assert abs(float(balanced) - float(transfer.build(parity).risk(params))) <= TOL
+  with pytest.raises(ValueError, match=r"^class_weights must be one of \('population'"):
+    transfer.build(parity, class_weights="equal")

@@ -20,10 +20,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import base, laplace
+
+CLASS_WEIGHTS = ("population", "balanced")
 
 
 def supports(lang: languages.Language, loss) -> str | None:
@@ -46,7 +49,8 @@ def group_letter_matrices(lang: languages.Language, partition: partition_lib.Par
 
 def build(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
           cls: bool = False, step: float = laplace.STEP, max_clusters: int | None = None,
-          num_points: int | None = None, left: float | None = None) -> base.Route:
+          num_points: int | None = None, left: float | None = None,
+          class_weights: str = "population") -> base.Route:
   """Builds the exact squared-loss risk of the direct model on a regular language.
 
   Args:
@@ -57,13 +61,21 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
     step, max_clusters, num_points: the quadrature, as in laplace.build.
     left: the windows' left extent (default laplace.window_left(lang)); a wider one only
       adds nodes, so one value serves a family of length laws (which may then be traced).
+    class_weights: "population" (the risk E ℓ) or "balanced" (½ E[ℓ | y = +1] +
+      ½ E[ℓ | y = -1], for languages that no length law balances; docs/theory.md §3d).
 
   Returns:
     A Route whose risk takes {"alpha": (G,), "beta": (G,)[, "alpha_cls", "beta_cls"]};
     report adds mean_yf, mean_f2 and the quadrature coverage, as the Laplace route does.
   """
+  validation.check_choice("class_weights", class_weights, CLASS_WEIGHTS)
   partition = partition or partition_lib.singletons(lang.d)
   _, accepting, start = lang.automaton()
+  if class_weights == "balanced":
+    positive = lang.positive_rate()
+    weight_pos, weight_neg = 0.5 / positive, 0.5 / (1.0 - positive)
+  else:
+    weight_pos = weight_neg = 1.0
   letters = jnp.asarray(group_letter_matrices(lang, partition))
   num_states = letters.shape[-1]
   start_row = jnp.eye(num_states)[start]
@@ -76,7 +88,7 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
     num_points = laplace.default_num_points(groups + int(cls), width, max_clusters)
 
   def at_node(decay, first, second):
-    """F'(0) = (E-term of 1{acc}·tA, of 1·tA) and F''(0) of 1·t²A² at one node, for the
+    """F'(0) = (E-terms of 1{acc}·tA, 1·tA) and F''(0) (of 1{acc}·t²A², 1·t²A²) at a node, for the
     position weight w(s) = decay + s·first + ½s²·second per token group (CLS last)."""
     matrices = tuple(jnp.tensordot(weights[:groups], letters, 1)
                      for weights in (decay, first, second))
@@ -87,7 +99,7 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
                                  second[groups] * value + 2.0 * first[groups] * slope
                                  + decay[groups] * curvature)
     del value
-    return slope, curvature[1]
+    return slope, curvature
 
   def moments(params):
     """E[y f] and E[f²] by quadrature, and the lattice points the grid needs."""
@@ -98,8 +110,11 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
     first, second = jax.vmap(at_node, in_axes=(1, 1, 1))(decay, beta[:, None] * kernel1,
                                                          beta[:, None] ** 2 * kernel2)
     mean_f_accepted, mean_f = x_weights @ first
-    mean_f2 = x_weights @ second
-    return 2.0 * mean_f_accepted - mean_f, mean_f2, needed
+    mean_f2_accepted, mean_f2 = x_weights @ second
+    # E[w y f] and E[w f²] with class weights w(±1) (both 1: the population risk); E w = 1.
+    mean_yf = weight_pos * mean_f_accepted - weight_neg * (mean_f - mean_f_accepted)
+    mean_f2 = weight_pos * mean_f2_accepted + weight_neg * (mean_f2 - mean_f2_accepted)
+    return mean_yf, mean_f2, needed
 
   def report(params):
     mean_yf, mean_f2, needed = moments(params)
