@@ -28,7 +28,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 import lagjax as lj
-from experiments import common
+from experiments import cli, common
 from lagjax import regimes
 
 matplotlib.use("Agg")
@@ -405,4 +405,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -5,11 +5,10 @@
 
 import jax
 import numpy as np
-from absl import app
 from ml_collections import config_flags
 
 import lagjax as lj
-from experiments import common
+from experiments import cli, common
 
 _CONFIG = config_flags.DEFINE_config_file("config")
 
@@ -31,4 +30,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -20,7 +20,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 import lagjax as lj
-from experiments import common
+from experiments import cli, common
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -78,4 +78,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

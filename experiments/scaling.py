@@ -16,7 +16,7 @@ import time
 from absl import app, flags
 from ml_collections import config_flags
 
-from experiments import common
+from experiments import cli, common
 from experiments import scaling_protocol as protocol
 
 _CONFIG = config_flags.DEFINE_config_file("config")
@@ -81,4 +81,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

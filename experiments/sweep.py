@@ -31,7 +31,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 import lagjax as lj
-from experiments import common, plotting, regimes_overlay
+from experiments import cli, common, plotting, regimes_overlay
 from lagjax import sweep
 
 _CONFIG = config_flags.DEFINE_config_file("config")
@@ -295,4 +295,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

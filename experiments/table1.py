@@ -25,10 +25,10 @@ import time
 import jax
 import matplotlib
 import numpy as np
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from experiments import common
+from experiments import cli, common
 from experiments import table1_protocol as protocol
 from lagjax import metrics
 
@@ -199,4 +199,4 @@ def plot_lag_curves(lags: dict, path: str) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

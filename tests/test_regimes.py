@@ -266,3 +266,13 @@ def test_kqv_attention_step_matches_train_kqv():
   np.testing.assert_allclose(run.alpha[2], alpha0 + eta2 * alpha1 + eta2**2 * alpha2,
                              rtol=1e-10, atol=1e-12)
   assert np.abs(eta2**2 * alpha2).max() > 1e-6  # the quadratic term is really tested
+
+
+@pytest.mark.parametrize("eta1", [[-10.0], [0.0, 1.0], [np.inf], [np.nan]])
+def test_eta2_min_refuses_step_sizes_that_are_not_positive(regime, eta1):
+  """A negative, zero or non-finite η1 is refused in one line naming the values (it used to
+  return inf silently); a traced η1 passes unchecked (see the jit call)."""
+  with pytest.raises(ValueError, match=r"^eta2_min takes step sizes eta1 that are finite and "
+                                       r"> 0; got \["):
+    regime.eta2_min(np.asarray(eta1))
+  assert np.isfinite(np.asarray(jax.jit(regime.eta2_min)(np.array([1.0])))).all()

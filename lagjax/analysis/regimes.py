@@ -296,6 +296,21 @@ def _steps_needed(static, problem, v, a1, a2, eta1, eta2, eta3, eps):
   return jnp.vectorize(one)(eta1, eta2)
 
 
+def _positive_eta1(eta2_min: Callable) -> Callable:
+  """eta2_min that refuses, in one line, concrete η1 that are not finite and > 0 (traced η1,
+  as under jit, pass unchecked)."""
+  def checked(eta1):
+    if not isinstance(eta1, jax.core.Tracer):
+      values = np.asarray(eta1, np.float64)
+      bad = values[~(np.isfinite(values) & (values > 0))]
+      if bad.size:
+        raise ValueError(f"eta2_min takes step sizes eta1 that are finite and > 0; got "
+                         f"{bad[:3].tolist()}.")
+    return eta2_min(eta1)
+
+  return checked
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def _eta2_min_bisection(static, problem, v, a1, a2, eta1, eta3, steps, eps, log_range):
   """Per η1: scan log η2 on ETA2_SCAN points, require one crossing of ε, bisect in log η2.
@@ -414,7 +429,7 @@ def three_phase_regime(lang: languages.Language, eps: float, *, eta3: float = 1.
         note=("α has two invariant coordinates (η1η2, η1²η2): no single Δ law; η2_min(η1) by "
               "bisection along log η2 (NaN where the success set along η2 is not one interval)."),
         delta_of=lambda eta1, eta2: jnp.stack([eta1 * eta2, eta1**2 * eta2]),
-        risk_of_delta=None, eta2_min=eta2_min_bisection, **common)
+        risk_of_delta=None, eta2_min=_positive_eta1(eta2_min_bisection), **common)
   delta_eps = analysis["delta_eps"]
   eta1_max = b / abs(c) if c < 0 else math.inf
 
@@ -462,7 +477,7 @@ def three_phase_regime(lang: languages.Language, eps: float, *, eta3: float = 1.
       floor_beta=floor_beta, eta3_limit=analysis["eta3_limit"], monotone=monotone, note=note,
       delta_of=delta_of, risk_of_delta=functools.partial(_risk_of_delta, static, problem,
                                                          direction),
-      eta2_min=eta2_min, **common)
+      eta2_min=_positive_eta1(eta2_min), **common)
 
 
 @functools.partial(jax.jit, static_argnums=0)

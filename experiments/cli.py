@@ -1,0 +1,115 @@
+"""How every binary starts and fails: `cli.run(main)` in place of absl's `app.run(main)`.
+
+A user's mistake ends in one line on stderr and exit status 2, never a traceback
+or a page of flag help first:
+- a missing --config, a config file that does not exist or does not load;
+- a --config.<field> override naming no field (the message names the field and
+  suggests the nearest ones) or with a value of the wrong type;
+- any app.UsageError that a binary raises for a bad config value.
+Ctrl-C ends with one line (exit status 130): finished work is kept in the workdir,
+and the same command resumes where the binary supports it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import os
+import sys
+
+from absl import app, flags
+from ml_collections import config_dict
+
+CONFIG_FLAG = "config"
+
+
+def fail(message: str, status: int = 2):
+  """Writes '<binary>: error: <message>' on one line to stderr and exits with `status`."""
+  name = os.path.basename(sys.argv[0]) if sys.argv else "lagjax"
+  sys.stderr.write(f"{name}: error: {' '.join(str(message).split())}\n")
+  sys.exit(status)
+
+
+def _config_path(argv) -> str | None:
+  """The value of --config in argv, if given."""
+  for i, arg in enumerate(argv):
+    if arg.startswith(f"--{CONFIG_FLAG}="):
+      return arg.split("=", 1)[1]
+    if arg == f"--{CONFIG_FLAG}" and i + 1 < len(argv):
+      return argv[i + 1]
+  return None
+
+
+def _overrides(argv) -> list[tuple[str, str]]:
+  """(field path, argument) of every --config.<path>[=value] in argv."""
+  found = []
+  for arg in argv:
+    if arg.startswith(f"--{CONFIG_FLAG}."):
+      found.append((arg[len(CONFIG_FLAG) + 3:].split("=", 1)[0], arg))
+  return found
+
+
+def _fields(config, prefix: str = "") -> list[str]:
+  """Every field path of a ConfigDict, nested ones as a.b."""
+  paths = []
+  for key, value in config.items():
+    paths.append(prefix + key)
+    if isinstance(value, config_dict.ConfigDict):
+      paths.extend(_fields(value, f"{prefix}{key}."))
+  return paths
+
+
+def _load_config(path: str):
+  spec = importlib.util.spec_from_file_location("lagjax_user_config", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+def explain_parse_error(argv, error: Exception) -> str:
+  """One line saying which part of the command line is wrong, and what is allowed."""
+  path = _config_path(argv)
+  if path is None:
+    return f"--{CONFIG_FLAG} is required: the path of a config file, e.g. experiments/configs/*.py."
+  if not os.path.isfile(path):
+    return f"--{CONFIG_FLAG} {path}: no such file."
+  try:
+    fields = _fields(_load_config(path))
+  except Exception as load_error:  # noqa: BLE001 (a user's config may fail in any way)
+    return f"--{CONFIG_FLAG} {path} does not load: {type(load_error).__name__}: {load_error}"
+  for field, arg in _overrides(argv):
+    if field not in fields:
+      near = difflib.get_close_matches(field, fields, n=3)
+      hint = f" Did you mean {', '.join(near)}?" if near else ""
+      return f"{arg}: {path} has no field {field!r}.{hint} Its fields: {', '.join(fields)}."
+  given = " ".join(arg for _, arg in _overrides(argv))
+  return f"bad --{CONFIG_FLAG} value ({given or path}): {error}"
+
+
+def run(main) -> None:
+  """app.run(main) with the failures of the module docstring reported in one line."""
+  def parse(argv):
+    path = _config_path(argv)
+    if path is not None and not os.path.isfile(path):   # ml_collections would defer this
+      fail(explain_parse_error(argv, FileNotFoundError(path)))
+    try:
+      parsed = flags.FLAGS(argv)
+    except Exception as error:  # noqa: BLE001 (flag and config parsing raise many types)
+      fail(explain_parse_error(argv, error))
+    if CONFIG_FLAG in flags.FLAGS and flags.FLAGS[CONFIG_FLAG].value is None:
+      fail(explain_parse_error(argv, ValueError("no config")))
+    return parsed
+
+  def guarded(argv):
+    try:
+      return main(argv)
+    except app.UsageError as error:
+      fail(str(error))
+    except KeyboardInterrupt:
+      fail("interrupted. Finished work is kept in the workdir; rerun the same command to "
+           "resume.", status=130)
+
+  app.run(guarded, flags_parser=parse)
+
+
+__all__ = ["explain_parse_error", "fail", "run"]
