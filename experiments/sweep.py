@@ -75,9 +75,8 @@ def validate(config) -> dict:
   if unknown or not config.plans:
     raise ValueError(f"config.plans has unknown or no plans {unknown}; known plans: "
                      f"{sorted(lj.plans.PLANS)}.")
-  lj.validation.check_choice("config.route", config.route, ("auto", *lj.risk.ROUTES))
-  if config.route == "sampled":
-    raise ValueError("config.route must be exact for sweeps: 'auto', 'laplace' or 'lattice'.")
+  exact = ("auto", *(name for name, spec in lj.risk.ROUTES.items() if spec.exact))
+  lj.validation.check_choice("config.route (exact routes only in sweeps)", config.route, exact)
   if not config.d_list or any(int(d) != d or d < 2 for d in config.d_list):
     raise ValueError(f"config.d_list must be non-empty integers >= 2; got {config.d_list}.")
   if not config.steps_list or any(int(t) != t or t < 1 for t in config.steps_list):
@@ -86,8 +85,10 @@ def validate(config) -> dict:
   if not config.n_samples_list or any(n < 0 for n in config.n_samples_list):
     raise ValueError(f"config.n_samples_list must be integers >= 0 (0 = population); got "
                      f"{config.n_samples_list}.")
-  if not config.success_risk > 0:
-    raise ValueError(f"config.success_risk (ε) must be > 0; got {config.success_risk}.")
+  if not 0 < config.success_risk < 0.5:
+    # Every run starts at f = 0, where R = ½ for labels ±1: an ε >= ½ is met before training.
+    raise ValueError(f"config.success_risk (ε) must lie in (0, 0.5), below the starting risk "
+                     f"R(θ0 = 0) = ½; got {config.success_risk}.")
   for name in ("num_seeds", "num_records", "chunk_size", "batch_size"):
     if config[name] < 1:
       raise ValueError(f"config.{name} must be >= 1; got {config[name]}.")

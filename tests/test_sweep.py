@@ -233,8 +233,12 @@ def test_binary_writes_outputs_and_refuses_other_config(tmp_path):
 @pytest.mark.parametrize("field, value, message", [
     ("d_list", (1,), "d_list"),
     ("plans", ("nope",), "unknown or no plans"),
-    ("route", "nope", "config.route must be one of"),
+    ("route", "nope", r"config.route \(exact routes only in sweeps\) must be one of \('auto', "
+                      r"'laplace', 'lattice', 'transfer'\)"),
+    ("route", "sampled", r"exact routes only"),
     ("success_risk", 0.0, "success_risk"),
+    ("success_risk", 0.7, r"config.success_risk \(ε\) must lie in \(0, 0.5\), below the "
+                          r"starting risk"),
     ("steps_list", (), "steps_list"),
     ("chunk_size", 0, "chunk_size"),
 ])
