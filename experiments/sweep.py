@@ -14,6 +14,7 @@ every P-th chunk; process 0 waits for all chunks and writes the outputs.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import importlib.metadata
@@ -21,8 +22,10 @@ import json
 import math
 import os
 import platform
+import shlex
 import shutil
 import subprocess
+import sys
 import time
 
 import jax
@@ -33,6 +36,7 @@ from ml_collections import config_flags
 import lagjax as lj
 from experiments import cli, common, plotting, regimes_overlay
 from lagjax import sweep
+from lagjax.sweep import chunk_store
 
 _CONFIG = config_flags.DEFINE_config_file("config")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/sweep", "Output folder (resumable).")
@@ -218,12 +222,22 @@ def save_trajectories(results: dict, workdir: str) -> None:
   np.savez(os.path.join(workdir, "trajectories.npz"), **arrays)
 
 
-def git_commit() -> str:
+def _git(*args: str) -> str | None:
   try:
-    return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True, cwd=os.path.dirname(__file__)).stdout.strip()
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
+                          cwd=os.path.dirname(__file__)).stdout.strip()
   except (OSError, subprocess.CalledProcessError):
-    return "unknown"
+    return None
+
+
+def git_commit() -> str:
+  return _git("rev-parse", "HEAD") or "unknown"
+
+
+def git_dirty() -> bool | None:
+  """Whether the checkout has uncommitted changes to tracked files (None: not a git checkout)."""
+  status = _git("status", "--porcelain", "--untracked-files=no")
+  return None if status is None else bool(status)
 
 
 def use_every_core() -> None:
@@ -254,6 +268,8 @@ def main(argv):
   except ValueError as error:
     raise app.UsageError(str(error)) from error
   workdir = _WORKDIR.value
+  reloaded = chunk_store.ChunkStore(workdir).count_finished()
+  started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
   start = time.time()
   results = sweep.run_sweep(
       table, workdir, functools.partial(config_language, config),
@@ -272,7 +288,13 @@ def main(argv):
       "config_sha256": hashlib.sha256(config_json.encode()).hexdigest(),
       "versions": {p: importlib.metadata.version(p) for p in
                    ("lagjax", "jax", "jaxlib", "optax", "numpy", "ml-collections")},
-      "git_commit": git_commit(), "python": platform.python_version(),
+      "started_utc": started, "command_line": shlex.join(sys.argv),
+      "git_commit": git_commit(), "git_dirty": git_dirty(), "python": platform.python_version(),
+      "languages": {str(d): {"language": config_language(config, int(d)).describe(),
+                             "length_law": str(config_language(config, int(d)).length)}
+                    for d in config.d_list},
+      # A resumed run reloads finished chunks; wall time and throughput cover this run only.
+      "resumed": reloaded > 0, "chunks_at_start": reloaded,
       "devices": [str(d) for d in jax.devices()], "process_count": jax.process_count(),
       "configurations": int(table["plan"].shape[0]), "wall_seconds": wall,
       "configs_per_second": table["plan"].shape[0] / max(wall, 1e-9),

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import json
 import logging
 import os
 import signal
@@ -140,6 +141,10 @@ def test_resume_after_kill_recomputes_nothing(tmp_path, uninterrupted):
             for name in os.listdir(chunks) if name.endswith(".npz")}
   assert 0 < len(before) < 24 * 24 // 4, "the kill must land mid-sweep"
   assert run_binary(workdir, *GRID).wait(timeout=300) == 0
+  with open(os.path.join(workdir, "metadata.json")) as f:
+    metadata = json.load(f)
+  finished = [name for name in before if ".tmp-" not in name]
+  assert metadata["resumed"] is True and metadata["chunks_at_start"] == len(finished)
   for name, mtime in before.items():
     assert os.stat(os.path.join(chunks, name)).st_mtime_ns == mtime, f"{name} was recomputed"
   assert read_csv(os.path.join(workdir, "results.csv")) == uninterrupted
@@ -222,6 +227,15 @@ def test_binary_writes_outputs_and_refuses_other_config(tmp_path):
                "trajectories.npz"):
     assert os.path.exists(os.path.join(workdir, name)), name
   assert len(read_csv(os.path.join(workdir, "results.csv"))) == 25
+  with open(os.path.join(workdir, "metadata.json")) as f:
+    metadata = json.load(f)
+  expected = {str(d): {"language": lj.occurrence(d).describe(),
+                       "length_law": str(lj.occurrence(d).length)}
+              for d in metadata["config"]["d_list"]}
+  assert metadata["languages"] == expected and expected
+  assert "--config.eta1.num=5" in metadata["command_line"]
+  assert metadata["started_utc"].endswith("+00:00") and metadata["resumed"] is False
+  assert metadata["git_dirty"] in (True, False, None)
   refused = run_binary(workdir, "--config.eta1.num=6", "--config.eta2.num=5")
   output = refused.communicate(timeout=300)[0]
   assert refused.returncode != 0 and "holds a different config" in output

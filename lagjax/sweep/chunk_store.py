@@ -10,6 +10,7 @@ with `has` and skips it.
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
@@ -21,6 +22,9 @@ def save_atomically(path: str, arrays: dict) -> None:
   os.replace(temporary, path)
 
 
+FINISHED = re.compile(r"group\d{3}_chunk\d{6}\.npz")   # the names ChunkStore.path writes
+
+
 class ChunkStore:
   """Chunk files under workdir/chunks, named by group and chunk index."""
 
@@ -30,6 +34,10 @@ class ChunkStore:
 
   def path(self, group: int, chunk: int) -> str:
     return os.path.join(self.folder, f"group{group:03d}_chunk{chunk:06d}.npz")
+
+  def count_finished(self) -> int:
+    """Finished chunk files in the folder (temporary files of interrupted writes excluded)."""
+    return sum(1 for name in os.listdir(self.folder) if FINISHED.fullmatch(name))
 
   def has(self, group: int, chunk: int) -> bool:
     return os.path.exists(self.path(group, chunk))
