@@ -293,7 +293,8 @@ def main(argv):
       "languages": {str(d): {"language": config_language(config, int(d)).describe(),
                              "length_law": str(config_language(config, int(d)).length)}
                     for d in config.d_list},
-      # A resumed run reloads finished chunks; wall time and throughput cover this run only.
+      # A resumed run reloads finished chunks: its wall time covers this run only, while
+      # configs_per_second still counts the reloaded configurations.
       "resumed": reloaded > 0, "chunks_at_start": reloaded,
       "devices": [str(d) for d in jax.devices()], "process_count": jax.process_count(),
       "configurations": int(table["plan"].shape[0]), "wall_seconds": wall,
