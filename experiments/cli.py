@@ -77,12 +77,13 @@ def explain_parse_error(argv, error: Exception) -> str:
     fields = _fields(_load_config(path))
   except Exception as load_error:  # noqa: BLE001 (a user's config may fail in any way)
     return f"--{CONFIG_FLAG} {path} does not load: {type(load_error).__name__}: {load_error}"
-  for field, arg in _overrides(argv):
+  overrides = _overrides(argv)
+  for field, arg in overrides:
     if field not in fields:
       near = difflib.get_close_matches(field, fields, n=3)
       hint = f" Did you mean {', '.join(near)}?" if near else ""
       return f"{arg}: {path} has no field {field!r}.{hint} Its fields: {', '.join(fields)}."
-  given = " ".join(arg for _, arg in _overrides(argv))
+  given = " ".join(arg for _, arg in overrides)
   return f"bad --{CONFIG_FLAG} value ({given or path}): {error}"
 
 

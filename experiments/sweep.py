@@ -283,6 +283,7 @@ def main(argv):
   if results is None:
     return
   csv_path = write_results(results, workdir)
+  languages_by_d = {str(d): config_language(config, int(d)) for d in config.d_list}
   metadata = {
       "config": json.loads(config_json),
       "config_sha256": hashlib.sha256(config_json.encode()).hexdigest(),
@@ -290,9 +291,8 @@ def main(argv):
                    ("lagjax", "jax", "jaxlib", "optax", "numpy", "ml-collections")},
       "started_utc": started, "command_line": shlex.join(sys.argv),
       "git_commit": git_commit(), "git_dirty": git_dirty(), "python": platform.python_version(),
-      "languages": {str(d): {"language": config_language(config, int(d)).describe(),
-                             "length_law": str(config_language(config, int(d)).length)}
-                    for d in config.d_list},
+      "languages": {d: {"language": lang.describe(), "length_law": str(lang.length)}
+                    for d, lang in languages_by_d.items()},
       # A resumed run reloads finished chunks: its wall time covers this run only, while
       # configs_per_second still counts the reloaded configurations.
       "resumed": reloaded > 0, "chunks_at_start": reloaded,

@@ -17,7 +17,6 @@ shares one role.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax
 import jax.numpy as jnp
@@ -60,15 +59,6 @@ class RegularLanguage(languages.Language, languages.AutomatonLabels):
   def automaton(self) -> tuple[np.ndarray, np.ndarray, int]:
     return (np.asarray(self.table, np.int64), np.asarray(self.accept, bool), self.start_state)
 
-  def letter_matrices(self) -> np.ndarray:
-    """P (d, Q, Q) with P[x, q, r] = 1 iff reading x in state q leads to r."""
-    table = np.asarray(self.table, np.int64)
-    matrices = np.zeros((self.d, self.num_states, self.num_states))
-    states = np.arange(self.num_states)
-    for x in range(self.d):
-      matrices[x, states, table[:, x]] = 1.0
-    return matrices
-
   def describe(self) -> str:
     return f"{self.name}(d={self.d}, states={self.num_states})"
 
@@ -95,16 +85,29 @@ class RegularLanguage(languages.Language, languages.AutomatonLabels):
     return jnp.where(jnp.asarray(self.accept)[final], 1.0, -1.0)
 
 
-def acceptance_probability(automaton, pi, law: lengths_lib.LengthLaw) -> float:
-  """P(w accepted) = Σ_n P(n) e_start·Tⁿ·1_acc with T = Σ_x π_x P_x (exact)."""
-  table, accepting, start = automaton
+def transfer_matrix(table: np.ndarray, weights) -> np.ndarray:
+  """Σ_x weights[x] P_x (Q, Q) with P_x[q, r] = 1{table[q, x] = r}: with weights π, the
+  move of the state distribution by one position (T of docs/theory.md §1c)."""
   num_states = table.shape[0]
-  transfer = np.zeros((num_states, num_states))
-  for x, weight in enumerate(pi):
-    np.add.at(transfer, (np.arange(num_states), table[:, x]), weight)
-  start_row = np.eye(num_states)[start]
-  return float(law.matrix_pgf(jnp.asarray(start_row), jnp.asarray(transfer),
-                              jnp.asarray(accepting, jnp.float64)))
+  matrix = np.zeros((num_states, num_states))
+  for x, weight in enumerate(weights):
+    np.add.at(matrix, (np.arange(num_states), table[:, x]), weight)
+  return matrix
+
+
+def acceptance(automaton, pi):
+  """law -> P(w accepted) = Σ_n P(n) e_start·Tⁿ·1_acc with T = transfer_matrix(table, π)
+  (exact; jittable in the law, which is a pytree)."""
+  table, accepting, start = automaton
+  transfer = jnp.asarray(transfer_matrix(table, pi))
+  start_row = jnp.eye(table.shape[0])[start]
+  accepted = jnp.asarray(accepting, jnp.float64)
+  return lambda law: law.matrix_pgf(start_row, transfer, accepted)
+
+
+def acceptance_probability(automaton, pi, law: lengths_lib.LengthLaw) -> float:
+  """P(w accepted) under `law` (see acceptance)."""
+  return float(acceptance(automaton, pi)(law))
 
 
 def _check_table(transitions) -> np.ndarray:
@@ -186,8 +189,10 @@ def minimize(table: np.ndarray, accepting: np.ndarray, start: int):
 def balanced_geometric(automaton, pi, name: str = "the language") -> lengths_lib.Geometric:
   """The geometric law with P(y = +1) = ½: the default Geometric(0.1) if it already balances
   (to 1e-12), else the p found by a sign change on BALANCE_SEARCH and bisection."""
+  rate = jax.jit(acceptance(automaton, pi))   # one compilation for the ~450 laws tried
+
   def excess(p):
-    return acceptance_probability(automaton, pi, lengths_lib.Geometric(p)) - 0.5
+    return float(rate(lengths_lib.Geometric(p))) - 0.5
 
   if abs(excess(DEFAULT_UNBALANCED_LENGTH.p)) <= 1e-12:
     return DEFAULT_UNBALANCED_LENGTH
@@ -246,13 +251,12 @@ def regular(transitions, accepting, *, start: int = 0, pi=None, length=None,
               else DEFAULT_UNBALANCED_LENGTH)
   length = languages.check_length(length)
   rate = acceptance_probability(automaton, np.asarray(pi), length)
-  if not 0.0 < rate < 1.0 or math.isclose(rate, 0.0, abs_tol=1e-15) or math.isclose(
-      rate, 1.0, abs_tol=1e-15):
+  if not 1e-15 < rate < 1.0 - 1e-15:
     raise ValueError(f"{name} has P(y = +1) = {rate:.3g} under {length}: one class only, "
                      f"so there is nothing to learn; change the automaton or the length law.")
   return RegularLanguage(name, d, tuple(tuple(int(r) for r in row) for row in table),
                          tuple(bool(a) for a in mask), start, pi, length)
 
 
-__all__ = ["RegularLanguage", "acceptance_probability", "balanced_geometric", "complete",
-           "minimize", "reachable", "regular"]
+__all__ = ["RegularLanguage", "acceptance", "acceptance_probability", "balanced_geometric",
+           "complete", "minimize", "reachable", "regular", "transfer_matrix"]

@@ -30,9 +30,7 @@ def supports(lang: languages.Language, partition: partition_lib.Partition,
              tol: float = 1e-12) -> bool:
   """Whether the DP applies: a language with AutomatonLabels on at most MAX_GROUPS token
   groups whose lengths up to the tail tol fit MAX_CELLS."""
-  if languages.missing(lang, languages.AutomatonLabels, "") is not None:
-    return False
-  if partition.num_groups > MAX_GROUPS:
+  if not isinstance(lang, languages.AutomatonLabels) or partition.num_groups > MAX_GROUPS:
     return False
   table, _, _ = lang.automaton()
   n_max = lengths_lib.truncation_length(lang.length, tol)

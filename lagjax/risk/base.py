@@ -34,6 +34,12 @@ class Route(NamedTuple):
   partition: object
 
 
+def squared_risk(mean_yf, mean_f2):
+  """R = ½ (E f² - 2 E[y f] + 1) for labels ±1 (docs/theory.md §3a): the quadrature routes'
+  risk from their two moments."""
+  return 0.5 * (mean_f2 - 2.0 * mean_yf + 1.0)
+
+
 def loss_bound(loss, max_abs_beta):
   """sup over |f| <= max|β|, y = ±1 of ℓ(f, y), for the certified tail bound of 3b."""
   if loss is squared_loss or loss == "squared":

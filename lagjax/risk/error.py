@@ -168,7 +168,7 @@ def best_route(lang, partition, error_samples: int = ERROR_SAMPLES,
   if name == "automaton":
     dynamic = automaton_error.build(lang, partition)
     return (lambda params: {"error": dynamic(params)[0]}), name
-  if languages.missing(lang, languages.PresenceLabels, "") is not None:
+  if not isinstance(lang, languages.PresenceLabels):
     # Labels that depend on token order: strings, not count vectors (risk/sampled.py).
     strings = sampled_route.build(jax.random.key(2**31 - 1), lang, partition,
                                   n_samples=error_samples)

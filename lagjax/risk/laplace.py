@@ -177,11 +177,11 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
 
   def risk(params):
     mean_yf, mean_f2, _ = moments(params)
-    return 0.5 * (mean_f2 - 2.0 * mean_yf + 1.0)
+    return base.squared_risk(mean_yf, mean_f2)
 
   def report(params):
     mean_yf, mean_f2, needed = moments(params)
-    return {"risk": 0.5 * (mean_f2 - 2.0 * mean_yf + 1.0), "mean_yf": mean_yf, "mean_f2": mean_f2,
+    return {"risk": base.squared_risk(mean_yf, mean_f2), "mean_yf": mean_yf, "mean_f2": mean_f2,
             "grid_points_needed": needed, "grid_covered": needed <= num_points}
 
   return base.Route("laplace", risk, report, partition)

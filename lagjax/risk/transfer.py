@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagjax import validation
-from lagjax.data import languages
+from lagjax.data import languages, regular
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import base, laplace
@@ -39,12 +39,9 @@ def supports(lang: languages.Language, loss) -> str | None:
 def group_letter_matrices(lang: languages.Language, partition: partition_lib.Partition):
   """Σ_{x∈g} π_x P_x for every token group g (G, Q, Q), with P_x[q, r] = 1{δ(q, x) = r}."""
   table, _, _ = lang.automaton()
-  num_states = table.shape[0]
-  matrices = np.zeros((partition.num_groups, num_states, num_states))
-  for g, block in enumerate(partition.blocks):
-    for x in block:
-      np.add.at(matrices[g], (np.arange(num_states), table[:, x]), lang.pi[x])
-  return matrices
+  return np.stack([regular.transfer_matrix(table, np.where(partition.index == g, lang.pi_array,
+                                                            0.0))
+                   for g in range(partition.num_groups)])
 
 
 def build(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
@@ -118,13 +115,13 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
 
   def report(params):
     mean_yf, mean_f2, needed = moments(params)
-    return {"risk": 0.5 * (mean_f2 - 2.0 * mean_yf + 1.0), "mean_yf": mean_yf,
+    return {"risk": base.squared_risk(mean_yf, mean_f2), "mean_yf": mean_yf,
             "mean_f2": mean_f2, "grid_points_needed": needed,
             "grid_covered": needed <= num_points}
 
   def risk(params):
     mean_yf, mean_f2, _ = moments(params)
-    return 0.5 * (mean_f2 - 2.0 * mean_yf + 1.0)
+    return base.squared_risk(mean_yf, mean_f2)
 
   return base.Route("transfer", risk, report, partition)
 
