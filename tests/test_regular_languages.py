@@ -289,6 +289,8 @@ TOMITA1 = [[-1, 0]]
     (dict(transitions=[[0, 1], [1, 0]], accepting=[]), r"accepting must name at least one"),
     (dict(transitions=[[0, 1], [1, 0]], accepting=[2]),
      r"accepting states must lie in \{0, …, 1\}; got \[2\]"),
+    (dict(transitions=[[0, 1], [1, 0]], accepting=[-1]),
+     r"^accepting state must be an integer >= 0; got -1\.$"),
     (dict(transitions=[[0, 1], [1, 0]], accepting=[1], pi=(0.2, 0.2)),
      r"pi must be a distribution"),
     (dict(transitions=[[0, 1], [1, 0]], accepting=[1], pi=(0.2, 0.3, 0.5)),

@@ -131,7 +131,7 @@ def _check_table(transitions) -> np.ndarray:
 
 
 def _check_accepting(accepting, num_states: int) -> np.ndarray:
-  states = [validation.check_int(f"accepting state {q!r}", q, 0) for q in np.ravel(accepting)]
+  states = [validation.check_int("accepting state", q, 0) for q in np.ravel(accepting).tolist()]
   bad = [q for q in states if q >= num_states]
   if bad:
     raise ValueError(f"accepting states must lie in {{0, …, {num_states - 1}}}; got {bad}.")
