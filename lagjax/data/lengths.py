@@ -66,16 +66,18 @@ class Geometric:
     """F, F', F'' at s = 0 of F(s) = Σ_n P(n) left·M(s)ⁿ·right, M(s) = M0 + s M1 + ½ s² M2.
 
     With q = 1 - p and R = (I - q M0)⁻¹: F = p·left·M0·R·right, F' = p·(left R) M1 (R right),
-    F'' = p·[(left R) M2 (R right) + 2q (left R) M1 R M1 (R right)]: one LU, four solves.
+    F'' = p·[(left R) M2 (R right) + 2q (left R) M1 R M1 (R right)]: one inverse, by
+    diagonally_dominant_inverse (M0 has row sums <= 1, so I - q M0 is strictly diagonally
+    dominant).
     """
     m0, m1, m2 = matrices
     q = 1.0 - self.p
-    factors = jax.scipy.linalg.lu_factor(jnp.eye(m0.shape[0]) - q * m0)
-    right_resolved = jax.scipy.linalg.lu_solve(factors, right)
-    left_resolved = jax.scipy.linalg.lu_solve(factors, left, trans=1)
+    resolvent = diagonally_dominant_inverse(jnp.eye(m0.shape[0]) - q * m0)
+    right_resolved = resolvent @ right
+    left_resolved = left @ resolvent
     value = self.p * (left @ m0) @ right_resolved
     first = self.p * (left_resolved @ m1) @ right_resolved
-    inner = jax.scipy.linalg.lu_solve(factors, m1 @ right_resolved)
+    inner = resolvent @ (m1 @ right_resolved)
     second = self.p * ((left_resolved @ m2) @ right_resolved
                        + 2.0 * q * (left_resolved @ m1) @ inner)
     return value, first, second
@@ -188,6 +190,23 @@ class ShiftedPoisson:
 
 
 LengthLaw = Geometric | Fixed | ShiftedPoisson
+
+
+def diagonally_dominant_inverse(matrix):
+  """The inverse of a strictly row-diagonally-dominant (Q, Q) matrix, by Gauss-Jordan
+  elimination without pivoting (stable there: no pivot is smaller than the margin of
+  dominance). Plain array operations, so that a vmapped batch of small systems never calls
+  the batched LAPACK kernels, which on CPU can deadlock XLA's thread pool (BUILD_NOTES.md,
+  "A deadlock in batched LU")."""
+  size = matrix.shape[-1]
+  augmented = jnp.concatenate([matrix, jnp.eye(size, dtype=matrix.dtype)], axis=-1)
+
+  def eliminate(k, augmented):
+    row = augmented[k] / augmented[k, k]
+    column = augmented[:, k].at[k].set(0.0)
+    return (augmented - column[:, None] * row[None, :]).at[k].set(row)
+
+  return jax.lax.fori_loop(0, size, eliminate, augmented)[:, size:]
 
 
 def pgf_derivatives_by_jvp(law, left, matrices, right):

@@ -120,8 +120,14 @@ def of_language(lang: languages.Language) -> Partition:
 
 
 def of_params(lang: languages.Language, params) -> Partition:
-  """Coarsest refinement of `of_language(lang)` on which α and β are constant."""
+  """Coarsest refinement of `of_language(lang)` on which every per-token table is constant
+  (α and β; the position tables and, under the last query, α's rows and columns too)."""
   base = token_group_ids(lang)  # = of_language(lang).index, without building the blocks
   alpha = np.asarray(params["alpha"], dtype=np.float64)
   beta = np.asarray(params["beta"], dtype=np.float64)
-  return _blocks_from_keys([(int(base[s]), alpha[s], beta[s]) for s in range(lang.d)])
+  if alpha.ndim == 1 and "alpha_first" not in params:
+    return _blocks_from_keys([(int(base[s]), alpha[s], beta[s]) for s in range(lang.d)])
+  tables = [np.asarray(value, dtype=np.float64) for value in params.values()]
+  return _blocks_from_keys([(int(base[s]),) + tuple(
+      np.take(table, s, axis=axis).tobytes() for table in tables for axis in range(table.ndim))
+      for s in range(lang.d)])

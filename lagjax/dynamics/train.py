@@ -82,12 +82,17 @@ def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
   if tied not in (True, False, "auto"):
     raise ValueError(f"tied must be True, False or 'auto'; got {tied!r}.")
   base_partition = partition_lib.of_language(lang)
+  if direct.layout(theta0).query == "last":
+    # GD does not keep α (d, d) constant on blocks × blocks: α[x, x] (x read as the last
+    # token and scored) and α[c, x], c ≠ x in x's block, get different gradients
+    # (docs/theory.md §2b). So the last query runs on every token.
+    base_partition = partition_lib.singletons(lang.d)
   population_only = all(isinstance(p.objective, plans.Population) for p in plan.phases)
-  is_tied = all(np.ptp(np.asarray(theta0[k])[list(b)]) == 0
-                for k in ("alpha", "beta") for b in base_partition.blocks)
-  if tied is True and not (is_tied and population_only):
-    raise ValueError("tied=True needs θ0 constant on the language's groups and population "
-                     "objectives in every phase.")
+  regrouped = direct.expand_params(base_partition, direct.group_params(base_partition, theta0))
+  is_tied = all(np.array_equal(np.asarray(regrouped[k]), np.asarray(theta0[k])) for k in theta0)
+  if tied is True and not (is_tied and population_only and base_partition.num_groups < lang.d):
+    raise ValueError("tied=True needs θ0 constant on the language's groups, population "
+                     "objectives in every phase, and the CLS query.")
   if tied is not False and is_tied and population_only:
     return base_partition
   return partition_lib.singletons(lang.d)
@@ -104,9 +109,9 @@ def _check_plan_and_options(plan, record_every, max_risk):
 
 def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                 partition: partition_lib.Partition, *, num_steps: int, loss="squared",
-                route="auto", cls: bool = False, record_every: int = 1, record_steps=None,
-                max_risk: float = runner.MAX_VALUE, error_samples: int = error_lib.ERROR_SAMPLES,
-                kqv_form: bool = False):
+                route="auto", layout: direct.Layout = direct.PLAIN, record_every: int = 1,
+                record_steps=None, max_risk: float = runner.MAX_VALUE,
+                error_samples: int = error_lib.ERROR_SAMPLES, kqv_form: bool = False):
   """Builds run(theta0_grouped, key, data) -> Run for one slot structure (not jitted).
 
   theta0_grouped holds one entry per group of `partition`; data is the plan's
@@ -114,26 +119,31 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
   num_steps steps). With `kqv_form` the trained parameters are the KQV weights and
   run takes kqv_fixed, the fixed embeddings of models.kqv.init_kqv (traceable,
   so a new init reuses the compiled run); they map the weights to (α, β) for the
-  objective and the records.
+  objective and the records. `layout` is θ's (direct.layout): the CLS token, the query and
+  the position tables.
   """
+  if not layout.plain and not all(isinstance(slot.objective, plans.Population)
+                                  for slot in slots):
+    raise ValueError("empirical objectives train the plain model (CLS query, no position "
+                     "tables) on count vectors; with the last-token query or position tables "
+                     "use population objectives.")
   loss_fn = base.get_loss(loss)
-  population = build_route(lang, loss=loss, route=route, partition=partition, cls=cls)
+  population = build_route(lang, loss=loss, route=route, partition=partition, **layout._asdict())
   report = population.report
   sizes = jnp.asarray(partition.sizes)
-  error_report, error_route = error_lib.best_route(lang, partition, error_samples)
+  error_report, error_route = error_lib.best_route(lang, partition, error_samples,
+                                                   layout=layout)
   letters = lang.margin_letters()
   groups = kqv.GROUPS if kqv_form else direct.GROUPS
 
   def per_token(grads):
     """Gradient w.r.t. one token's parameter: tied gradient / group size (docs/theory.md 3b)."""
-    if kqv_form:
-      return grads
-    return dict(grads, alpha=grads["alpha"] / sizes, beta=grads["beta"] / sizes)
+    return grads if kqv_form else direct.per_token_gradients(grads, sizes)
 
   def population_objective(objective: plans.Population, to_direct):
     same = objective.route in ("auto", population.name)
     risk = population.risk if same else build_route(
-        lang, loss=loss, route=objective.route, partition=partition, cls=cls).risk
+        lang, loss=loss, route=objective.route, partition=partition, **layout._asdict()).risk
     value_and_grad = jax.value_and_grad(lambda p: risk(to_direct(p)))
     return lambda params, step_key: value_and_grad(params)
 
@@ -180,10 +190,12 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
     def record(params):
       params = to_direct(params)
       population_report = report(params)
-      token_alpha = partition.expand(params["alpha"])
+      token_params = direct.expand_params(partition, params)
+      margin = (direct.attention_margin(token_params, letters) if layout.plain
+                else jnp.array(jnp.nan))
       return {"risk": population_report["risk"], "error": error_report(params)["error"],
-              "alpha": token_alpha, "beta": partition.expand(params["beta"]),
-              "margin": direct.attention_margin({"alpha": token_alpha}, letters),
+              "alpha": direct.attention_vector(token_params),
+              "beta": direct.output_vector(token_params), "margin": margin,
               "grid_covered": population_report.get("grid_covered", jnp.array(True))}
 
     return runner.make_loop(slots, functools.partial(models.group_labels, groups), objective,
@@ -197,9 +209,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
     to_direct = functools.partial(kqv.kqv_to_direct, fixed=kqv_fixed) if kqv_form else (
         lambda params: params)
     trace = make_loop(to_direct)(theta0, key, data)
-    params = to_direct(trace.params)
-    token_params = dict(params, alpha=partition.expand(params["alpha"]),
-                        beta=partition.expand(params["beta"]))
+    token_params = direct.expand_params(partition, to_direct(trace.params))
     records = trace.records
     return Run(params=token_params, steps=records["steps"], risk=records["risk"],
                error=records["error"], alpha=records["alpha"], beta=records["beta"],
@@ -238,9 +248,8 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
   direct.check_params(theta0, lang.d)
   partition = choose_partition(lang, theta0, plan, tied)
   run = _compiled_runner(lang, plan.slots(), plan.total_steps, partition, loss, route,
-                         direct.has_cls(theta0), record_every, max_risk)
-  grouped = dict(theta0, alpha=jnp.asarray(partition.group(jnp.asarray(theta0["alpha"]))),
-                 beta=jnp.asarray(partition.group(jnp.asarray(theta0["beta"]))))
+                         direct.layout(theta0), record_every, max_risk)
+  grouped = direct.group_params(partition, theta0)
   key = jax.random.key(0) if key is None else key
   data = plan.data()
   if num_seeds is None:
@@ -250,10 +259,10 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_runner(lang, slots, num_steps, partition, loss, route, cls, record_every,
+def _compiled_runner(lang, slots, num_steps, partition, loss, route, layout, record_every,
                      max_risk, kqv_form=False):
   return jax.jit(make_runner(lang, slots, partition, num_steps=num_steps, loss=loss,
-                             route=route, cls=cls, record_every=record_every,
+                             route=route, layout=layout, record_every=record_every,
                              max_risk=max_risk, kqv_form=kqv_form))
 
 
@@ -273,5 +282,5 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
   init_key, run_key = jax.random.split(key)
   trainable, fixed = kqv.init_kqv(init_key, lang.d, width=width, key_dim=key_dim, scale=scale)
   run = _compiled_runner(lang, plan.slots(), plan.total_steps, partition_lib.singletons(lang.d),
-                         loss, route, False, record_every, max_risk, kqv_form=True)
+                         loss, route, direct.Layout(), record_every, max_risk, kqv_form=True)
   return run(trainable, run_key, plan.data(), fixed)

@@ -7,15 +7,29 @@ Parameters are a dict {"alpha": (d,), "beta": (d,)} with optional scalars
 "alpha_cls", "beta_cls" for a CLS token present once in every string. The same
 functions accept grouped parameters (one entry per group of a Partition) when
 given group counts instead of token counts.
+
+Two optional parts complete the model (docs/theory.md §2b):
+- position tables "alpha_first", "beta_first", "alpha_last", "beta_last" (d,), added
+  to the score and value of the token at position 1 and at position n (a string of
+  length 1 gets both);
+- the last-token query: "alpha" (d, d), alpha[c, x] the score of token x when the
+  last token is c, and then "alpha_cls" (d,).
+Under either, f depends on the order of the tokens, so only `forward_tokens` (and
+the transfer and sampled routes) compute it; `forward_counts` is the plain model's.
+Every axis of every table is a token axis, which is what `group_params`,
+`expand_params` and `per_token_gradients` rely on.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from lagjax import validation
+from lagjax.models import positions
 from lagjax.models.softmax import masked_softmax
 
 Params = dict
@@ -24,20 +38,63 @@ Params = dict
 CLUSTER_GAP = 600.0
 
 # Parameter groups (docs/theory.md §5): plans train "attention" and "output" separately.
-GROUPS = {"alpha": "attention", "alpha_cls": "attention", "beta": "output", "beta_cls": "output"}
+GROUPS = {"alpha": "attention", "alpha_cls": "attention", "alpha_first": "attention",
+          "alpha_last": "attention", "beta": "output", "beta_cls": "output",
+          "beta_first": "output", "beta_last": "output"}
+QUERIES = ("cls", "last")
+POSITIONS = ("none", "first_last")
+POSITION_TABLES = ("alpha_first", "beta_first", "alpha_last", "beta_last")
 
 
-def init_params(d: int, cls: bool = False) -> Params:
-  """Zero initialization θ0 = 0, the paper's setting."""
+class Layout(NamedTuple):
+  """Which parts the parameters have: the CLS token, the query, the position tables."""
+
+  cls: bool = False
+  query: str = "cls"
+  positions: str = "none"
+
+  @property
+  def plain(self) -> bool:
+    """The paper's model: CLS query, no position tables (f depends on counts only)."""
+    return self.query == "cls" and self.positions == "none"
+
+
+PLAIN = Layout()
+
+
+def layout(params: Params) -> Layout:
+  """The Layout of a parameter dict (read from its keys and α's rank)."""
+  return Layout("alpha_cls" in params, "last" if jnp.ndim(params["alpha"]) == 2 else "cls",
+                "first_last" if "alpha_first" in params else "none")
+
+
+def init_params(d: int, cls: bool = False, query: str = "cls",
+                positions: str = "none") -> Params:
+  """Zero initialization θ0 = 0, the paper's setting.
+
+  Args:
+    d: alphabet size.
+    cls: add the CLS token's score and value.
+    query: "cls" (α (d,)) or "last" (α (d, d), α[c, x] for last token c).
+    positions: "none" or "first_last" (the four position tables, (d,) each).
+  """
   validation.require_float64("lj.init_params")
-  return zero_params(validation.check_int("d", d, 2, integral_floats=True), cls)
+  validation.check_choice("query", query, QUERIES)
+  validation.check_choice("positions", positions, POSITIONS)
+  return zero_params(validation.check_int("d", d, 2, integral_floats=True),
+                     Layout(bool(cls), query, positions))
 
 
-def zero_params(size: int, cls: bool = False) -> Params:
-  """θ = 0 on `size` entries (tokens or token groups), with the CLS scalars when cls."""
-  params = {"alpha": jnp.zeros(size), "beta": jnp.zeros(size)}
-  if cls:
-    params.update(alpha_cls=jnp.zeros(()), beta_cls=jnp.zeros(()))
+def zero_params(size: int, layout_or_cls: Layout | bool = False) -> Params:
+  """θ = 0 on `size` entries (tokens or token groups) in the given Layout (or plain, with the
+  CLS scalars when True)."""
+  parts = layout_or_cls if isinstance(layout_or_cls, Layout) else Layout(bool(layout_or_cls))
+  last = parts.query == "last"
+  params = {"alpha": jnp.zeros((size, size) if last else size), "beta": jnp.zeros(size)}
+  if parts.cls:
+    params.update(alpha_cls=jnp.zeros(size if last else ()), beta_cls=jnp.zeros(()))
+  if parts.positions == "first_last":
+    params.update({name: jnp.zeros(size) for name in POSITION_TABLES})
   return params
 
 
@@ -45,59 +102,127 @@ def has_cls(params: Params) -> bool:
   return "alpha_cls" in params
 
 
+def map_token_axes(fn, params: Params) -> Params:
+  """fn applied along every token axis of every table (each axis of each table is one)."""
+  def along_axes(value):
+    value = jnp.asarray(value)
+    for axis in range(value.ndim):
+      value = jnp.moveaxis(fn(jnp.moveaxis(value, axis, -1)), -1, axis)
+    return value
+
+  return {name: along_axes(value) for name, value in params.items()}
+
+
+def group_params(partition, params: Params) -> Params:
+  """Per-token params constant on the partition's blocks -> one entry per token group."""
+  return map_token_axes(partition.group, params)
+
+
+def expand_params(partition, params: Params) -> Params:
+  """Grouped params -> per-token params (the inverse of group_params)."""
+  return map_token_axes(partition.expand, params)
+
+
+def per_token_gradients(grads: Params, sizes) -> Params:
+  """The gradient w.r.t. one token's entry from the gradient w.r.t. a tied entry: divided by
+  the group size along every token axis (k_g, or k_c k_x for α under the last query;
+  docs/theory.md 3b)."""
+  def scaled(value):
+    scale = 1.0
+    for axis in range(value.ndim):
+      scale = scale * jnp.reshape(sizes, (-1,) + (1,) * (value.ndim - 1 - axis))
+    return value / scale
+
+  return {name: scaled(value) for name, value in grads.items()}
+
+
+def attention_vector(params: Params):
+  """The attention tables (α, then α_first, α_last when present) as one vector: what the
+  lag metrics measure (the CLS score is left out, as in the plain model)."""
+  return _flat(params, ("alpha", "alpha_first", "alpha_last"))
+
+
+def output_vector(params: Params):
+  """The output tables (β, then β_first, β_last when present) as one vector."""
+  return _flat(params, ("beta", "beta_first", "beta_last"))
+
+
+def _flat(params, names):
+  if not has_positions(params) and jnp.ndim(params[names[0]]) == 1:
+    return params[names[0]]
+  return jnp.concatenate([jnp.reshape(params[n], (-1,)) for n in names if n in params])
+
+
+def has_positions(params: Params) -> bool:
+  return "alpha_first" in params
+
+
 def stack(params: Params, name: str):
-  """params[name] with the CLS scalar (name + "_cls") last when present: (G[+1],)."""
+  """params[name] with the CLS entry (name + "_cls") last along the token axis when present:
+  (G[+1],), or (G, G[+1]) for α under the last query."""
   value = params[name]
-  return jnp.concatenate([value, jnp.reshape(params[name + "_cls"], (1,))]) if has_cls(
-      params) else value
+  if not has_cls(params):
+    return value
+  return jnp.concatenate([value, jnp.asarray(params[name + "_cls"])[..., None]], axis=-1)
 
 
 def unstack(params: Params, name: str, value) -> Params:
   """The inverse of stack: params with name (and name + "_cls") replaced from value."""
   groups = params[name].shape[-1]
-  new = dict(params, **{name: value[:groups]})
+  new = dict(params, **{name: value[..., :groups]})
   if has_cls(params):
-    new[name + "_cls"] = value[groups]
+    new[name + "_cls"] = value[..., groups]
   return new
 
 
 def check_params(params: Params, size: int, field: str = "d") -> None:
-  """Raises ValueError unless params match `size` entries per group and are finite."""
+  """Raises ValueError unless params match `size` entries per group, their Layout's shapes,
+  and are finite."""
   if not isinstance(params, dict) or "alpha" not in params or "beta" not in params:
     raise ValueError(
         "params must be a dict with keys 'alpha', 'beta' (and optionally 'alpha_cls', "
-        f"'beta_cls'); got {type(params).__name__}."
+        f"'beta_cls' and the position tables); got {type(params).__name__}."
     )
-  extra = set(params) - {"alpha", "beta", "alpha_cls", "beta_cls"}
+  extra = set(params) - set(GROUPS)
   if extra:
-    raise ValueError(f"params has unknown keys {sorted(extra)}; allowed: alpha, beta, alpha_cls, "
-                     "beta_cls.")
+    raise ValueError(f"params has unknown keys {sorted(extra)}; allowed: {', '.join(GROUPS)}.")
   if ("alpha_cls" in params) != ("beta_cls" in params):
     raise ValueError("params must have both 'alpha_cls' and 'beta_cls' or neither.")
-  for name in ("alpha", "beta"):
-    shape = np.shape(params[name])
-    if shape != (size,):
-      raise ValueError(f"params['{name}'] must have shape ({size},) to match {field} = {size}; "
-                       f"got {shape}.")
-  for name in ("alpha_cls", "beta_cls"):
-    if name in params and np.shape(params[name]) != ():
-      raise ValueError(f"params['{name}'] must be a scalar; got shape {np.shape(params[name])}.")
+  tables = [name for name in POSITION_TABLES if name in params]
+  if tables and len(tables) != len(POSITION_TABLES):
+    raise ValueError(f"params must have all four position tables {', '.join(POSITION_TABLES)} "
+                     f"or none; got {', '.join(tables)}.")
+  last = np.ndim(params["alpha"]) == 2
+  query = (f"the last-token query (alpha of shape ({size}, {size}))" if last else
+           f"the CLS query (alpha of shape ({size},))")
+  expected = {"alpha": (size, size) if last else (size,), "beta": (size,),
+              "alpha_cls": (size,) if last else (), "beta_cls": (),
+              **{name: (size,) for name in POSITION_TABLES}}
+  for name, value in params.items():
+    if np.shape(value) != expected[name]:
+      raise ValueError(f"params['{name}'] must have shape {expected[name]} under {query} with "
+                       f"{field} = {size}; got {np.shape(value)}.")
   if not isinstance(params["alpha"], jax.core.Tracer):
     for name, value in params.items():
       if not np.all(np.isfinite(np.asarray(value))):
         raise ValueError(f"params['{name}'] must be finite; got {value}.")
 
 
-def _attention_readout(logits, values, present, params):
-  """Σ softmax(logits) values over present entries (+ the CLS token), stable for any scores."""
-  if has_cls(params):
-    logits = jnp.concatenate([logits, jnp.broadcast_to(params["alpha_cls"], logits.shape[:-1])[
+def _attention_readout(logits, values, present, cls_logit=None, cls_value=None):
+  """Σ softmax(logits) values over present entries (+ the CLS token when cls_logit is given),
+  stable for any scores."""
+  if cls_logit is not None:
+    logits = jnp.concatenate([logits, jnp.broadcast_to(cls_logit, logits.shape[:-1])[
         ..., None]], axis=-1)
     values = jnp.concatenate([jnp.broadcast_to(values, logits.shape[:-1] + values.shape[-1:]),
-                              jnp.broadcast_to(params["beta_cls"], logits.shape[:-1])[..., None]],
+                              jnp.broadcast_to(cls_value, logits.shape[:-1])[..., None]],
                              axis=-1)
     present = jnp.concatenate([present, jnp.ones(present.shape[:-1] + (1,), bool)], axis=-1)
   return (masked_softmax(logits, present) * values).sum(-1)
+
+
+def _cls_entry(params):
+  return (params["alpha_cls"], params["beta_cls"]) if has_cls(params) else (None, None)
 
 
 def _forward_counts_stable(params: Params, counts):
@@ -105,7 +230,7 @@ def _forward_counts_stable(params: Params, counts):
   scores, at one log and one exp per entry."""
   present = counts > 0
   logits = jnp.log(jnp.where(present, counts, 1.0)) + params["alpha"]
-  return _attention_readout(logits, params["beta"], present, params)
+  return _attention_readout(logits, params["beta"], present, *_cls_entry(params))
 
 
 def _cluster_scales(alpha):
@@ -140,7 +265,11 @@ def forward_counts(params: Params, counts):
   spans at most CLUSTER_GAP. Wider spreads (three or more clusters) take the
   log-sum-exp path instead, exact for any scores; under vmap both paths are computed.
   The CLS token, when present, is one more entry with count 1 in every string.
+  The plain model only: under the last query or position tables f depends on order.
   """
+  if not layout(params).plain:
+    raise ValueError("forward_counts computes the plain model (CLS query, no position tables); "
+                     "with the last-token query or position tables use forward_tokens.")
   counts = jnp.asarray(counts, dtype=jnp.float64)
   alpha, beta = stack(params, "alpha"), stack(params, "beta")
   if has_cls(params):
@@ -162,10 +291,25 @@ def forward_counts(params: Params, counts):
 
 
 def forward_tokens(params: Params, tokens, mask):
-  """f_θ on padded token batches (..., n_max) with boolean mask (True = real token)."""
-  tokens = jnp.asarray(tokens)
-  return _attention_readout(params["alpha"][tokens], params["beta"][tokens], jnp.asarray(mask),
-                            params)
+  """f_θ on padded token batches (..., n_max) with boolean mask (True = real token), real
+  tokens first. Under the last query the scores are α[c, ·] and α_cls[c], c the last real
+  token; the position tables add to the first and the last real token (docs/theory.md §2b)."""
+  tokens, mask = jnp.asarray(tokens), jnp.asarray(mask)
+  cls_logit, cls_value = _cls_entry(params)
+  if layout(params).query == "last":
+    last = jnp.take_along_axis(tokens, positions.last_index(mask)[..., None], -1)[..., 0]
+    logits = params["alpha"][last[..., None], tokens]
+    cls_logit = None if cls_logit is None else cls_logit[last]
+  else:
+    logits = params["alpha"][tokens]
+  values = params["beta"][tokens]
+  if has_positions(params):
+    flags = positions.first_last_flags(mask)
+    logits = (logits + flags[..., 0] * params["alpha_first"][tokens]
+              + flags[..., 1] * params["alpha_last"][tokens])
+    values = (values + flags[..., 0] * params["beta_first"][tokens]
+              + flags[..., 1] * params["beta_last"][tokens])
+  return _attention_readout(logits, values, mask, cls_logit, cls_value)
 
 
 def attention_margin(params: Params, letters=(0,)):

@@ -40,12 +40,15 @@ class RouteSpec(NamedTuple):
 
   supports(lang, loss) -> None, or one line saying what the language or loss lacks;
   build(lang, partition, loss, cls, key, options) -> Route. Every route computes
-  the risk of the direct (α, β) model of docs/theory.md §2, with or without CLS.
+  the risk of the direct (α, β) model of docs/theory.md §2, with or without CLS;
+  any_layout routes also that of its last-token query and position tables (§2b),
+  reading which from the params.
   """
 
   supports: Callable
   build: Callable
   exact: bool
+  any_layout: bool = False
 
 
 def _build_sampled(lang, partition, loss, cls, key, options):
@@ -61,8 +64,9 @@ ROUTES = {
     "lattice": RouteSpec(lattice.supports, lambda lang, partition, loss, cls, key, options:
                          lattice.build(lang, partition, loss=loss, **options), exact=True),
     "transfer": RouteSpec(transfer.supports, lambda lang, partition, loss, cls, key, options:
-                          transfer.build(lang, partition, cls=cls, **options), exact=True),
-    "sampled": RouteSpec(sampled.supports, _build_sampled, exact=False),
+                          transfer.build(lang, partition, cls=cls, **options), exact=True,
+                          any_layout=True),
+    "sampled": RouteSpec(sampled.supports, _build_sampled, exact=False, any_layout=True),
 }
 # "auto" takes the first exact route, in this order, that supports the language and loss.
 AUTO_ORDER = ("laplace", "lattice", "transfer")
@@ -70,28 +74,37 @@ AUTO_ORDER = ("laplace", "lattice", "transfer")
 QUADRATURE_ROUTES = ("laplace", "transfer")
 
 
-def resolve_route(lang: languages.Language, loss, route: str) -> str:
-  """The route to use: `route` itself if it supports (lang, loss), or for "auto" the first
-  exact route of AUTO_ORDER that does; otherwise one line naming what is missing."""
+def _supports(name: str, lang, loss, layout: direct.Layout) -> str | None:
+  spec = ROUTES[name]
+  if not (layout.plain or spec.any_layout):
+    return (f"route {name!r} computes the plain model (CLS query, no position tables); got "
+            f"query {layout.query!r}, positions {layout.positions!r}")
+  return spec.supports(lang, loss)
+
+
+def resolve_route(lang: languages.Language, loss, route: str,
+                  layout: direct.Layout = direct.PLAIN) -> str:
+  """The route to use: `route` itself if it supports (lang, loss, layout), or for "auto" the
+  first exact route of AUTO_ORDER that does; otherwise one line naming what is missing."""
   languages.check_language(lang, "a risk route")
   get_loss(loss)
   if route == "auto":
-    reasons = {name: ROUTES[name].supports(lang, loss) for name in AUTO_ORDER}
+    reasons = {name: _supports(name, lang, loss, layout) for name in AUTO_ORDER}
     chosen = next((name for name, reason in reasons.items() if reason is None), None)
     if chosen is None:
       raise ValueError(f"no exact route supports {lang.describe()} with loss {loss!r}: "
                        + "; ".join(reasons.values()) + ". Use route='sampled'.")
     return chosen
   validation.check_choice("route", route, ("auto", *ROUTES))
-  reason = ROUTES[route].supports(lang, loss)
+  reason = _supports(route, lang, loss, layout)
   if reason is not None:
     raise ValueError(f"route {route!r} does not support {lang.describe()}: {reason}.")
   return route
 
 
 def risk_fn(lang: languages.Language, *, loss="squared", route: str = "auto",
-            partition: partition_lib.Partition | None = None, cls: bool = False, key=None,
-            **options) -> Route:
+            partition: partition_lib.Partition | None = None, cls: bool = False,
+            query: str = "cls", positions: str = "none", key=None, **options) -> Route:
   """Builds a risk route on parameters tied on token groups `partition` (None: one per token).
 
   Args:
@@ -101,11 +114,16 @@ def risk_fn(lang: languages.Language, *, loss="squared", route: str = "auto",
       "lattice", "transfer" or "sampled".
     partition: token groups of tied parameters.
     cls: whether params carry the CLS scalars (laplace needs to know; the others read params).
+    query, positions: the model's query ("cls" or "last") and position tables ("none" or
+      "first_last"), docs/theory.md §2b; only the transfer and sampled routes take others
+      than the plain "cls", "none".
     key: PRNG key, required by the sampled route.
     **options: passed to the route's builder (step, num_points; tol, max_vectors; n_samples).
   """
   validation.require_float64("lj.risk_fn")
-  name = resolve_route(lang, loss, route)
+  validation.check_choice("query", query, direct.QUERIES)
+  validation.check_choice("positions", positions, direct.POSITIONS)
+  name = resolve_route(lang, loss, route, direct.Layout(bool(cls), query, positions))
   return ROUTES[name].build(lang, partition, loss, cls, key, options)
 
 
@@ -127,8 +145,8 @@ class RiskResult:
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_report(lang, partition, loss, route, cls, options):
-  return jax.jit(risk_fn(lang, loss=loss, route=route, partition=partition, cls=cls,
+def _cached_report(lang, partition, loss, route, layout, options):
+  return jax.jit(risk_fn(lang, loss=loss, route=route, partition=partition, **layout._asdict(),
                          **dict(options)).report)
 
 
@@ -145,9 +163,7 @@ def _cached_automaton_error(lang, partition, tol):
 def _grouped(lang, theta):
   direct.check_params(theta, lang.d)
   partition = partition_lib.of_params(lang, theta)
-  grouped = dict(theta, alpha=partition.group(np.asarray(theta["alpha"])),
-                 beta=partition.group(np.asarray(theta["beta"])))
-  return partition, grouped
+  return partition, direct.group_params(partition, theta)
 
 
 def _as_floats(report: dict) -> dict:
@@ -170,9 +186,10 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
   and gives the standard error in `details["stderr"]`.
   """
   validation.require_float64("lj.population_risk")
-  name = resolve_route(lang, loss, route)
+  languages.check_language(lang, "lj.population_risk")
   partition, grouped = _grouped(lang, theta)
-  cls = direct.has_cls(theta)
+  layout = direct.layout(theta)
+  name = resolve_route(lang, loss, route, layout)
   if name == "sampled":
     key = jax.random.key(0) if key is None else key
     report = _as_floats(sampled.build(key, lang, partition, loss=loss,
@@ -180,12 +197,15 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
     return RiskResult(report.pop("risk"), name, report)
   if name in QUADRATURE_ROUTES:
     width = laplace.window_width(lang)
-    clusters = math.ceil(laplace.points_needed(lang, grouped) / width)
-    clusters = min(1 << (clusters - 1).bit_length(), partition.num_groups + int(cls))
+    needed = (laplace.points_needed(lang, grouped) if name == "laplace"
+              else transfer.points_needed(lang, grouped))
+    clusters = math.ceil(needed / width)
+    windows = transfer.num_windows(partition.num_groups, layout)
+    clusters = min(1 << (clusters - 1).bit_length(), windows)
     options = (("num_points", width * clusters),)
   else:
     options = (("tol", tol),)
-  report = _as_floats(_cached_report(lang, partition, loss, name, cls, options)(grouped))
+  report = _as_floats(_cached_report(lang, partition, loss, name, layout, options)(grouped))
   return RiskResult(report.pop("risk"), name, report)
 
 
@@ -205,13 +225,14 @@ def exact_error(lang: languages.Language, theta, *, tol: float = 1e-12) -> RiskR
 
 def _exact_error(lang, partition, grouped, tol) -> RiskResult | None:
   """exact_error on θ already tied into `partition` (grouped params)."""
-  name = error.choose(lang, partition, tol)
+  layout = direct.layout(grouped)
+  name = error.choose(lang, partition, tol, layout)
   if name == "threshold":
     value, bound = _cached_threshold(lang, partition, tol)(grouped)
     return RiskResult(float(value), name, {"error_bound": float(bound)})
   if name == "lattice":
-    report = _as_floats(_cached_report(lang, partition, "squared", name,
-                                       direct.has_cls(grouped), (("tol", tol),))(grouped))
+    report = _as_floats(_cached_report(lang, partition, "squared", name, layout,
+                                       (("tol", tol),))(grouped))
     return RiskResult(report["error"], name, {"error_bound": report["error_bound"]})
   if name == "automaton":
     value, bound = _cached_automaton_error(lang, partition, tol)(grouped)

@@ -133,15 +133,18 @@ def sampled(lang: languages.Language, partition: partition_lib.Partition, n_samp
 
 
 def choose(lang: languages.Language, partition: partition_lib.Partition,
-           tol: float = 1e-12) -> str | None:
+           tol: float = 1e-12, layout: direct.Layout = direct.PLAIN) -> str | None:
   """The cheapest exact 0-1 error route for (lang, partition), or None where none is feasible.
 
   "threshold" (y = +1 iff a token of L occurs, on two token groups, O(N)) when its
   table of lengths fits, else "lattice" (enumeration) when the language declares
   labels from counts and the enumeration fits, else "automaton" (a DP over state ×
-  counts, docs/theory.md §3d) for a regular language on at most 3 token groups. The
-  one place where this is decided.
+  counts, docs/theory.md §3d) for a regular language on at most 3 token groups. Each is
+  for the plain model; under the last query or position tables there is none. The one
+  place where this is decided.
   """
+  if not layout.plain:
+    return None
   n_max = lengths_lib.truncation_length(lang.length, tol)
   if supports(lang, partition) and n_max <= MAX_TABLE_LENGTH:
     return "threshold"
@@ -155,11 +158,11 @@ def choose(lang: languages.Language, partition: partition_lib.Partition,
 
 
 def best_route(lang, partition, error_samples: int = ERROR_SAMPLES,
-               sampler=sampling.sample_counts):
+               sampler=sampling.sample_counts, layout: direct.Layout = direct.PLAIN):
   """report(params) -> {"error": ...} by the route `choose` picks, else on a fixed sample of
   `error_samples` strings (count vectors drawn by `sampler`, or token strings where the
-  label depends on order); returns (report, route name)."""
-  name = choose(lang, partition)
+  label or the model depends on order); returns (report, route name)."""
+  name = choose(lang, partition, layout=layout)
   if name == "threshold":
     threshold = build(lang, partition)
     return (lambda params: {"error": threshold(params)[0]}), name
@@ -168,8 +171,8 @@ def best_route(lang, partition, error_samples: int = ERROR_SAMPLES,
   if name == "automaton":
     dynamic = automaton_error.build(lang, partition)
     return (lambda params: {"error": dynamic(params)[0]}), name
-  if not isinstance(lang, languages.PresenceLabels):
-    # Labels that depend on token order: strings, not count vectors (risk/sampled.py).
+  if not isinstance(lang, languages.PresenceLabels) or not layout.plain:
+    # Labels or a model that depend on token order: strings, not count vectors (sampled.py).
     strings = sampled_route.build(jax.random.key(2**31 - 1), lang, partition,
                                   n_samples=error_samples)
     return (lambda params: {"error": strings.report(params)["error"]}), "sampled"

@@ -74,18 +74,13 @@ def merged_windows(centers, step: float, left: float, width: int, num_points: in
   return step * index, weights, needed
 
 
-def _scores(params):
-  """Stacked (α, β) of the groups, with the CLS token last when present."""
-  return direct.stack(params, "alpha"), direct.stack(params, "beta")
-
-
-def kernels(params, step, left, width, num_points):
-  """Quadrature weights and the kernels exp(-e^s), exp(s - e^s), exp(2s - e^s), s = log(t u_g).
+def kernels(alpha, step, left, width, num_points):
+  """Quadrature weights and the kernels exp(-e^s), exp(s - e^s), exp(2s - e^s), s = log(t u_g),
+  at the scores α (G[+1],) of the groups (and the CLS token).
 
   Returns (x_weights (N,), decay, kernel1, kernel2 (G[+1], N), lattice points needed).
   Groups lead and quadrature nodes trail, so vectorized loops run along the nodes.
   """
-  alpha, _ = _scores(params)
   log_u = alpha - jax.lax.stop_gradient(alpha.max())
   x, x_weights, needed = merged_windows(jax.lax.stop_gradient(-log_u), step, left, width,
                                         num_points)
@@ -146,8 +141,9 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
 
   def moments(params):
     """E[y f] and E[f²] by quadrature, and the lattice points the grid needs."""
-    _, beta = _scores(params)
-    x_weights, decay, kernel1, kernel2, needed = kernels(params, step, left, width, num_points)
+    beta = direct.stack(params, "beta")
+    x_weights, decay, kernel1, kernel2, needed = kernels(direct.stack(params, "alpha"), step,
+                                                         left, width, num_points)
     token_beta = params["beta"]
     groups = token_beta.shape[0]
 
@@ -188,9 +184,9 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
 
 
 def points_needed(lang: languages.Language, params, step: float = STEP) -> int:
-  """Lattice points the merged windows need for concrete params (to size the grid)."""
-  alpha, _ = _scores(params)
-  alpha = np.asarray(alpha)
+  """Lattice points the merged windows need for concrete params, or concrete stacked scores
+  (G[+1],) (to size the grid)."""
+  alpha = np.asarray(direct.stack(params, "alpha") if isinstance(params, dict) else params)
   _, _, needed = merged_windows(jnp.asarray(alpha.max() - alpha), step, window_left(lang),
                                 window_width(lang, step), 1)
   return int(needed)
@@ -234,8 +230,7 @@ def group_moments(alpha, masses, coefs, law, *, cls: bool, step: float, left: fl
   the same identities with e^{-t u_cls} factored out. At fixed α the squared
   risk is R(β) = ½ βᵀHβ - gᵀβ + ½.
   """
-  x_weights, decay, kernel1, kernel2, _ = kernels({"alpha": alpha, "beta": alpha}, step, left,
-                                                   width, num_points)
+  x_weights, decay, kernel1, kernel2, _ = kernels(alpha, step, left, width, num_points)
   decay, kernel1, kernel2 = decay.T, kernel1.T, kernel2.T
   groups = masses.shape[1]
   m0 = decay[:, :groups] @ masses.T                          # (N, K)

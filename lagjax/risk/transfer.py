@@ -16,6 +16,8 @@ in the strip |Im x| < π/2 just as |M| ≤ 1 there.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,6 +46,131 @@ def group_letter_matrices(lang: languages.Language, partition: partition_lib.Par
                    for g in range(partition.num_groups)])
 
 
+def num_windows(groups: int, layout: direct.Layout) -> int:
+  """Score windows of the quadrature: one per kind of position (middle, and with position
+  tables first, last, both) and token group, plus the CLS token."""
+  return (4 if layout.positions == "first_last" else 1) * groups + int(layout.cls)
+
+
+def entry_table(params):
+  """Scores and values of every kind of position (docs/theory.md §3d), one row per
+  last-token group c (a single row under the CLS query).
+
+  Returns scores, values (C, E) with entries [middle, first, last, both] per token group
+  (middle only without position tables) and the CLS token last; and last_groups (C, G),
+  the token groups the last token may take in that row.
+  """
+  beta = params["beta"]
+  groups = beta.shape[0]
+  last_query = jnp.ndim(params["alpha"]) == 2
+  alpha = params["alpha"] if last_query else params["alpha"][None]
+  rows = alpha.shape[0]
+  scores, values = alpha, jnp.broadcast_to(beta, (rows, groups))
+  if direct.has_positions(params):
+    first, last = params["alpha_first"], params["alpha_last"]
+    beta_first, beta_last = params["beta_first"], params["beta_last"]
+    scores = jnp.concatenate([alpha, alpha + first, alpha + last, alpha + first + last], -1)
+    values = jnp.concatenate([values, values + beta_first, values + beta_last,
+                              values + beta_first + beta_last], -1)
+  if direct.has_cls(params):
+    scores = jnp.concatenate([scores, jnp.broadcast_to(params["alpha_cls"], (rows,))[:, None]],
+                             -1)
+    values = jnp.concatenate([values, jnp.broadcast_to(params["beta_cls"], (rows, 1))], -1)
+  last_groups = jnp.eye(groups) if last_query else jnp.ones((1, groups))
+  return scores, values, last_groups
+
+
+def points_needed(lang: languages.Language, params, step: float = laplace.STEP) -> int:
+  """Lattice points the merged windows of the worst row need, for concrete params."""
+  scores, _, _ = entry_table(params)
+  return max(laplace.points_needed(lang, row, step) for row in np.asarray(scores))
+
+
+class Automaton(NamedTuple):
+  """A DFA on token groups as arrays (traceable, so languages can be vmapped): letters
+  (G, Q, Q) = Σ_{x∈g} π_x P_x, accepting (Q,) 0/1, start (Q,) one-hot."""
+
+  letters: jax.Array
+  accepting: jax.Array
+  start: jax.Array
+
+
+def automaton_arrays(lang: languages.Language,
+                     partition: partition_lib.Partition | None = None) -> Automaton:
+  partition = partition or partition_lib.singletons(lang.d)
+  _, accepting, start = lang.automaton()
+  letters = group_letter_matrices(lang, partition)
+  return Automaton(jnp.asarray(letters), jnp.asarray(accepting, jnp.float64),
+                   jnp.eye(letters.shape[-1])[start])
+
+
+def moments(params, automaton: Automaton, law, *, step: float, left: float, width: int,
+            num_points: int | None = None, max_clusters: int | None = None):
+  """The route's moments at grouped params of any layout (docs/theory.md §3d).
+
+  Returns ((E[1{acc} f], E f), (E[1{acc} f²], E f²), lattice points needed, whether the
+  num_points grid covers them); num_points defaults to the layout's windows.
+  """
+  letters = automaton.letters
+  groups, num_states = letters.shape[0], letters.shape[-1]
+  layout = direct.layout(params)
+  points = num_points or laplace.default_num_points(num_windows(groups, layout), width,
+                                                    max_clusters)
+  ends = jnp.stack([automaton.accepting, jnp.ones(num_states)], axis=1)
+  if layout.plain:
+    start_row, end_columns = automaton.start, ends
+  else:
+    # The automaton reads (state, phase): phase 0 before the first token, 1 inside, 2 after
+    # the last. The first token moves 0 -> 1 (0 -> 2 when it is also the last), the last
+    # one moves into 2, which has no way out.
+    start_row = jnp.concatenate([automaton.start, jnp.zeros(2 * num_states)])
+    end_columns = jnp.concatenate([jnp.zeros((2 * num_states, 2)), ends])
+
+  def letter_sum(weights):
+    return jnp.tensordot(weights, letters, 1)
+
+  def matrix(weights, last_groups):
+    """T at one order in s from the entry weights; (3Q, 3Q) blocks unless plain."""
+    if layout.plain:
+      return letter_sum(weights[:groups])
+    kinds = (weights[:4 * groups].reshape(4, groups) if layout.positions == "first_last"
+             else jnp.broadcast_to(weights[:groups], (4, groups)))
+    middle, first, last, both = kinds
+    zero = jnp.zeros((num_states, num_states))
+    return jnp.block([[zero, letter_sum(first), letter_sum(both * last_groups)],
+                      [zero, letter_sum(middle), letter_sum(last * last_groups)],
+                      [zero, zero, zero]])
+
+  def at_node(decay, first, second, last_groups):
+    """F'(0) = (E-terms of 1{acc}·tA, 1·tA) and F''(0) (of 1{acc}·t²A², 1·t²A²) at a node,
+    for the position weight w(s) = decay + s·first + ½s²·second per entry (CLS last)."""
+    matrices = tuple(matrix(weights, last_groups) for weights in (decay, first, second))
+    value, slope, curvature = law.matrix_pgf_derivatives(start_row, matrices, end_columns)
+    if layout.cls:  # the CLS weight multiplies F(s): product rule
+      slope, curvature = (first[-1] * value + decay[-1] * slope,
+                          second[-1] * value + 2.0 * first[-1] * slope + decay[-1] * curvature)
+    return slope, curvature
+
+  def row_moments(scores, values, last_groups):
+    x_weights, decay, kernel1, kernel2, needed = laplace.kernels(scores, step, left, width,
+                                                                 points)
+    first, second = jax.vmap(at_node, in_axes=(1, 1, 1, None))(
+        decay, values[:, None] * kernel1, values[:, None] ** 2 * kernel2, last_groups)
+    return x_weights @ first, x_weights @ second, needed
+
+  mean_f, mean_f2, needed = jax.vmap(row_moments)(*entry_table(params))
+  needed = needed.max()
+  return mean_f.sum(0), mean_f2.sum(0), needed, needed <= points
+
+
+def squared_risk_of(mean_f, mean_f2, weight_pos=1.0, weight_neg=1.0):
+  """R from the moments' (accepted, all) pairs with class weights w(±1) (both 1: the
+  population risk): E[w y f] and E[w f²], E w = 1."""
+  mean_yf = weight_pos * mean_f[0] - weight_neg * (mean_f[1] - mean_f[0])
+  mean_f2 = weight_pos * mean_f2[0] + weight_neg * (mean_f2[1] - mean_f2[0])
+  return base.squared_risk(mean_yf, mean_f2), mean_yf, mean_f2
+
+
 def build(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
           cls: bool = False, step: float = laplace.STEP, max_clusters: int | None = None,
           num_points: int | None = None, left: float | None = None,
@@ -54,74 +181,40 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
     lang: a language with AutomatonLabels (its π and length law enter through T and
       matrix_pgf).
     partition: groups of tied tokens; None means one group per token.
-    cls: whether params carry the CLS scalars.
-    step, max_clusters, num_points: the quadrature, as in laplace.build.
+    cls: unused (the route reads the CLS token, like the rest of the layout, from params).
+    step, max_clusters, num_points: the quadrature, as in laplace.build (the default grid
+      is sized from the params' layout).
     left: the windows' left extent (default laplace.window_left(lang)); a wider one only
       adds nodes, so one value serves a family of length laws (which may then be traced).
     class_weights: "population" (the risk E ℓ) or "balanced" (½ E[ℓ | y = +1] +
       ½ E[ℓ | y = -1], for languages that no length law balances; docs/theory.md §3d).
 
   Returns:
-    A Route whose risk takes {"alpha": (G,), "beta": (G,)[, "alpha_cls", "beta_cls"]};
-    report adds mean_yf, mean_f2 and the quadrature coverage, as the Laplace route does.
+    A Route whose risk takes grouped params in any layout (direct.Layout: the CLS token,
+    the last-token query, the position tables); report adds mean_yf, mean_f2 and the
+    quadrature coverage, as the Laplace route does.
   """
+  del cls
   validation.check_choice("class_weights", class_weights, CLASS_WEIGHTS)
   partition = partition or partition_lib.singletons(lang.d)
-  _, accepting, start = lang.automaton()
   if class_weights == "balanced":
     positive = lang.positive_rate()
-    weight_pos, weight_neg = 0.5 / positive, 0.5 / (1.0 - positive)
+    weights = (0.5 / positive, 0.5 / (1.0 - positive))
   else:
-    weight_pos = weight_neg = 1.0
-  letters = jnp.asarray(group_letter_matrices(lang, partition))
-  num_states = letters.shape[-1]
-  start_row = jnp.eye(num_states)[start]
-  ends = jnp.stack([jnp.asarray(accepting, jnp.float64), jnp.ones(num_states)], axis=1)
-  law = lang.length
-  groups = partition.num_groups
+    weights = (1.0, 1.0)
+  automaton = automaton_arrays(lang, partition)
   left = laplace.window_left(lang) if left is None else left
-  width = laplace.window_width(lang, step, left)
-  if num_points is None:
-    num_points = laplace.default_num_points(groups + int(cls), width, max_clusters)
-
-  def at_node(decay, first, second):
-    """F'(0) = (E-terms of 1{acc}·tA, 1·tA) and F''(0) (of 1{acc}·t²A², 1·t²A²) at a node, for the
-    position weight w(s) = decay + s·first + ½s²·second per token group (CLS last)."""
-    matrices = tuple(jnp.tensordot(weights[:groups], letters, 1)
-                     for weights in (decay, first, second))
-    value, slope, curvature = law.matrix_pgf_derivatives(start_row, matrices, ends)
-    if cls:  # the CLS weight multiplies F(s): product rule
-      value, slope, curvature = (decay[groups] * value,
-                                 first[groups] * value + decay[groups] * slope,
-                                 second[groups] * value + 2.0 * first[groups] * slope
-                                 + decay[groups] * curvature)
-    del value
-    return slope, curvature
-
-  def moments(params):
-    """E[y f] and E[f²] by quadrature, and the lattice points the grid needs."""
-    beta = jnp.concatenate([params["beta"], jnp.reshape(params["beta_cls"], (1,))]) if cls \
-        else params["beta"]
-    x_weights, decay, kernel1, kernel2, needed = laplace.kernels(params, step, left, width,
-                                                                 num_points)
-    first, second = jax.vmap(at_node, in_axes=(1, 1, 1))(decay, beta[:, None] * kernel1,
-                                                         beta[:, None] ** 2 * kernel2)
-    mean_f_accepted, mean_f = x_weights @ first
-    mean_f2_accepted, mean_f2 = x_weights @ second
-    # E[w y f] and E[w f²] with class weights w(±1) (both 1: the population risk); E w = 1.
-    mean_yf = weight_pos * mean_f_accepted - weight_neg * (mean_f - mean_f_accepted)
-    mean_f2 = weight_pos * mean_f2_accepted + weight_neg * (mean_f2 - mean_f2_accepted)
-    return mean_yf, mean_f2, needed
+  quadrature = dict(step=step, left=left, width=laplace.window_width(lang, step, left),
+                    num_points=num_points, max_clusters=max_clusters)
 
   def report(params):
-    mean_yf, mean_f2, needed = moments(params)
-    return {"risk": base.squared_risk(mean_yf, mean_f2), "mean_yf": mean_yf,
-            "mean_f2": mean_f2, "grid_points_needed": needed,
-            "grid_covered": needed <= num_points}
+    mean_f, mean_f2, needed, covered = moments(params, automaton, lang.length, **quadrature)
+    risk, mean_yf, mean_f2 = squared_risk_of(mean_f, mean_f2, *weights)
+    return {"risk": risk, "mean_yf": mean_yf, "mean_f2": mean_f2, "grid_points_needed": needed,
+            "grid_covered": covered}
 
   def risk(params):
-    mean_yf, mean_f2, _ = moments(params)
-    return base.squared_risk(mean_yf, mean_f2)
+    return report(params)["risk"]
 
   return base.Route("transfer", risk, report, partition)
 
@@ -150,4 +243,6 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
   return moments
 
 
-__all__ = ["attention_moments", "build", "group_letter_matrices", "supports"]
+__all__ = ["Automaton", "attention_moments", "automaton_arrays", "build", "entry_table",
+           "group_letter_matrices", "moments", "num_windows", "points_needed", "squared_risk_of",
+           "supports"]
