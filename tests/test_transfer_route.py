@@ -12,12 +12,12 @@ scale; 1e-12 relative to it bounds both.
 """
 
 import dataclasses
-import itertools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from enumeration import labelled_strings
 
 import lagjax as lj
 from lagjax.data import partition as partition_lib
@@ -36,13 +36,7 @@ def enumerated(lang, n: int, params):
   cls = "alpha_cls" in params
   u0 = float(np.exp(params["alpha_cls"])) if cls else 0.0
   beta0 = float(params["beta_cls"]) if cls else 0.0
-  table, accepting, start = lang.automaton()
-  strings = np.array(list(itertools.product(range(lang.d), repeat=n)))     # (d^n, n)
-  state = np.full(len(strings), start)
-  for position in range(n):
-    state = table[state, strings[:, position]]
-  y = np.where(accepting[state], 1.0, -1.0)
-  weight = np.prod(lang.pi_array[strings], axis=1)
+  strings, y, weight = labelled_strings(lang, n)                           # (d^n, n)
   counts = np.stack([(strings == x).sum(1) for x in range(lang.d)], axis=1)   # (d^n, d)
   u = np.exp(alpha)
   big_b = counts @ u + u0
@@ -227,12 +221,7 @@ def test_beta_only_closed_form_is_the_limit_of_gd_on_the_route():
 
 def enumerated_error(lang, n: int, params):
   """P(sign f ≠ y) over every string of length n (sign 0 counts as an error)."""
-  table, accepting, start = lang.automaton()
-  strings = np.array(list(itertools.product(range(lang.d), repeat=n)))
-  state = np.full(len(strings), start)
-  for position in range(n):
-    state = table[state, strings[:, position]]
-  y = np.where(accepting[state], 1.0, -1.0)
+  strings, y, _ = labelled_strings(lang, n)
   counts = np.stack([(strings == x).sum(1) for x in range(lang.d)], axis=1)
   u = np.exp(np.asarray(params["alpha"]))
   numerator = counts @ (u * np.asarray(params["beta"]))
@@ -286,12 +275,7 @@ def test_class_balanced_risk_equals_enumeration():
     lang = dataclasses.replace(BUILTINS["even_pairs"], length=lj.fixed(n))
     params = random_params(rng, 2, cls=True)
     value = float(transfer.build(lang, cls=True, class_weights="balanced").risk(params))
-    table, accepting, start = lang.automaton()
-    strings = np.array(list(itertools.product(range(2), repeat=n)))
-    state = np.full(len(strings), start)
-    for position in range(n):
-      state = table[state, strings[:, position]]
-    y = np.where(accepting[state], 1.0, -1.0)
+    strings, y, _ = labelled_strings(lang, n)
     counts = np.stack([(strings == x).sum(1) for x in range(2)], axis=1)
     u, u0 = np.exp(np.asarray(params["alpha"])), float(np.exp(params["alpha_cls"]))
     f = (counts @ (u * np.asarray(params["beta"])) + u0 * float(params["beta_cls"])) / (

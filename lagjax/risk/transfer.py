@@ -24,6 +24,7 @@ import numpy as np
 
 from lagjax import validation
 from lagjax.data import languages, regular
+from lagjax.data import lengths as lengths_lib
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import base, laplace
@@ -133,19 +134,48 @@ def moments(params, automaton: Automaton, law, *, step: float, left: float, widt
     """T at one order in s from the entry weights; (3Q, 3Q) blocks unless plain."""
     if layout.plain:
       return letter_sum(weights[:groups])
-    kinds = (weights[:4 * groups].reshape(4, groups) if layout.positions == "first_last"
-             else jnp.broadcast_to(weights[:groups], (4, groups)))
-    middle, first, last, both = kinds
+    middle, first, last, both = _kinds(weights)
     zero = jnp.zeros((num_states, num_states))
     return jnp.block([[zero, letter_sum(first), letter_sum(both * last_groups)],
                       [zero, letter_sum(middle), letter_sum(last * last_groups)],
                       [zero, zero, zero]])
 
+  def phased_geometric(weights, last_groups):
+    """F, F', F'' of the phased automaton under Geometric(p) through its blocks alone: paths
+    of length 1 take the 'both' block B, longer ones A Cⁿ⁻² D, so with q = 1 - p
+    F(s) = p·e·B·ends + p q·(e A)(I - q C)⁻¹(D ends), a Q×Q inverse instead of 3Q×3Q."""
+    q = 1.0 - law.p
+
+    def generating(s):
+      middle, first, last, both = (
+          sum(w * s ** k / (1.0 if k < 2 else 2.0) for k, w in enumerate(order))
+          for order in zip(*[_kinds(w) for w in weights]))
+      paths = letter_sum(first), letter_sum(both * last_groups), letter_sum(middle), letter_sum(
+          last * last_groups)
+      enter, single, inside, leave = paths
+      resolvent = lengths_lib.diagonally_dominant_inverse(jnp.eye(num_states) - q * inside)
+      start = automaton.start
+      return law.p * (start @ single @ ends) + law.p * q * (
+          (start @ enter) @ resolvent @ (leave @ ends))
+
+    def slope(s):
+      return jax.jvp(generating, (s,), (jnp.ones_like(s),))
+    zero = jnp.zeros(())
+    (value, first), (_, second) = jax.jvp(slope, (zero,), (jnp.ones_like(zero),))
+    return value, first, second
+
+  def _kinds(weights):
+    return (weights[:4 * groups].reshape(4, groups) if layout.positions == "first_last"
+            else jnp.broadcast_to(weights[:groups], (4, groups)))
+
   def at_node(decay, first, second, last_groups):
     """F'(0) = (E-terms of 1{acc}·tA, 1·tA) and F''(0) (of 1{acc}·t²A², 1·t²A²) at a node,
     for the position weight w(s) = decay + s·first + ½s²·second per entry (CLS last)."""
-    matrices = tuple(matrix(weights, last_groups) for weights in (decay, first, second))
-    value, slope, curvature = law.matrix_pgf_derivatives(start_row, matrices, end_columns)
+    if not layout.plain and isinstance(law, lengths_lib.Geometric):
+      value, slope, curvature = phased_geometric((decay, first, second), last_groups)
+    else:
+      matrices = tuple(matrix(weights, last_groups) for weights in (decay, first, second))
+      value, slope, curvature = law.matrix_pgf_derivatives(start_row, matrices, end_columns)
     if layout.cls:  # the CLS weight multiplies F(s): product rule
       slope, curvature = (first[-1] * value + decay[-1] * slope,
                           second[-1] * value + 2.0 * first[-1] * slope + decay[-1] * curvature)

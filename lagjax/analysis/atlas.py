@@ -1,0 +1,252 @@
+"""The atlas of regular languages: what one attention layer learns from zero (docs/theory.md §10).
+
+For every language and each of the four layouts of the direct model (§2b), by exact
+population GD on the transfer route (§3d):
+- the best squared risk found (L-BFGS from several starts: an upper bound on the infimum,
+  with ‖∇R‖ at the point found);
+- the final risk of each of the five plans of §5 at its best step sizes on a grid;
+- joint GD's horizon-free lag (§6b): τ_ε to within ε of the best risk and the half-time
+  ratio t_α/t_β.
+
+All languages run in one compiled program per layout: their automata are padded to a
+common number of states Q and tokens d (a padded token has π = 0, a padded state is
+unreachable, so neither changes any sum) and passed as arrays, so jax.vmap runs languages
+× step sizes together through the one training loop (lagjax/dynamics/runner.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from lagjax import models
+from lagjax.data import languages, lengths
+from lagjax.dynamics import metrics, plans, runner
+from lagjax.models import direct
+from lagjax.risk import laplace, transfer
+
+LAYOUTS = {"cls": direct.Layout(), "cls+first_last": direct.Layout(positions="first_last"),
+           "last": direct.Layout(query="last"),
+           "last+first_last": direct.Layout(query="last", positions="first_last")}
+PLAN_NAMES = ("three_phase", "attention_first", "joint", "output_only", "attention_only")
+SLOTS = (plans.Slot(),) * 3       # every plan here is at most three population SGD phases
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """What the atlas computes.
+
+  steps: length of every plan (three_phase: steps // 2 output steps, one attention step,
+    the rest output; attention_first: one attention step, the rest output).
+  grid: the step sizes of every plan's grid (three_phase ties η3 = η1).
+  record_every: record the risk and the parameters every this many steps.
+  starts, iterations: L-BFGS starts (zero, then N(0, 1) draws) and iterations for the best
+    risk.
+  extra_points: quadrature nodes beyond one window (scores spread up to extra_points·h).
+  epsilon: τ_ε is the first step with R <= best risk + epsilon.
+  """
+
+  steps: int = 200
+  grid: tuple[float, ...] = (0.5, 2.0, 8.0)
+  record_every: int = 2
+  starts: int = 4
+  iterations: int = 60
+  extra_points: int = 128
+  epsilon: float = 0.01
+
+
+def language_from_spec(spec: str) -> languages.Language:
+  """'name' or 'name:arg,arg' (integers) -> lj.languages.make(name, *args); contains takes
+  its word as one tuple."""
+  name, _, args = spec.partition(":")
+  values = [int(a) for a in args.split(",")] if args else []
+  return languages.make(name, tuple(values)) if name == "contains" else languages.make(
+      name, *values)
+
+
+class Automata:
+  """Languages padded to common (d, Q) and stacked: letters (L, d, Q, Q), accepting (L, Q),
+  start (L, Q), geometric p (L,)."""
+
+  def __init__(self, langs):
+    for lang in langs:
+      languages.check_language(lang, "the atlas")
+      if not isinstance(lang, languages.AutomatonLabels):
+        raise ValueError(f"the atlas needs regular languages (AutomatonLabels); got "
+                         f"{lang.describe()}.")
+      if not isinstance(lang.length, lengths.Geometric):
+        raise ValueError(f"the atlas stacks geometric length laws; {lang.describe()} has "
+                         f"{lang.length}.")
+    arrays = [transfer.automaton_arrays(lang) for lang in langs]
+    self.d = max(lang.d for lang in langs)
+    self.num_states = max(a.letters.shape[-1] for a in arrays)
+    size, tokens = self.num_states, self.d
+
+    def pad(a):
+      letters = np.zeros((tokens, size, size))
+      q, d = a.letters.shape[-1], a.letters.shape[0]
+      letters[:d, :q, :q] = a.letters
+      return (letters, np.pad(np.asarray(a.accepting), (0, size - q)),
+              np.pad(np.asarray(a.start), (0, size - q)))
+
+    letters, accepting, start = map(np.stack, zip(*map(pad, arrays)))
+    self.automaton = transfer.Automaton(jnp.asarray(letters), jnp.asarray(accepting),
+                                        jnp.asarray(start))
+    self.p = jnp.asarray([lang.length.p for lang in langs])
+    self.left = max(laplace.window_left(lang) for lang in langs)
+
+
+def geometric(p):
+  """Geometric(p) for a traced p (unflattening skips the eager validation)."""
+  return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(lengths.Geometric(0.5)), [p])
+
+
+def plan_grid(settings: Settings):
+  """[(plan name, step sizes)] and the stacked PlanData (P, 3) of every plan on the grid."""
+  steps, grid = settings.steps, settings.grid
+  entries = []
+  for eta in grid:
+    entries += [("joint", (eta,), plans.joint(eta, steps)),
+                ("output_only", (eta,), plans.output_only(eta, steps)),
+                ("attention_only", (eta,), plans.attention_only(eta, steps))]
+  for first, second in itertools.product(grid, grid):
+    entries.append(("attention_first", (first, second),
+                    plans.attention_first(first, second, steps - 1)))
+    entries.append(("three_phase", (first, second, first),
+                    plans.three_phase(first, second, first, steps - steps // 2 - 1,
+                                      steps1=steps // 2)))
+  data = [plan.data(num_slots=len(SLOTS)) for _, _, plan in entries]
+  return [(name, etas) for name, etas, _ in entries], jax.tree_util.tree_map(
+      lambda *leaves: jnp.stack(leaves), *data)
+
+
+def _risk_fn(automaton, p, left, width, num_points):
+  law = geometric(p)
+
+  def report(params):
+    mean_f, mean_f2, _, covered = transfer.moments(params, automaton, law, step=laplace.STEP,
+                                                   left=left, width=width,
+                                                   num_points=num_points)
+    return transfer.squared_risk_of(mean_f, mean_f2)[0], covered
+
+  return report
+
+
+@functools.partial(jax.jit, static_argnames=("layout", "settings", "left"))
+def _train_all(automaton, p, data, *, layout, settings, left):
+  """Records of every (language, plan entry): risk, attention and output vectors (L, P, R,
+  ...), grid coverage and divergence."""
+  width = laplace.window_width(None, laplace.STEP, left)
+  num_points = width + settings.extra_points
+  size = automaton.letters.shape[1]
+  labels = functools.partial(models.group_labels, direct.GROUPS)
+
+  def one(automaton, p, data):
+    report = _risk_fn(automaton, p, left, width, num_points)
+    value_and_grad = jax.value_and_grad(lambda params: report(params)[0])
+
+    def record(params):
+      risk, covered = report(params)
+      return {"risk": risk, "covered": covered, "alpha": direct.attention_vector(params),
+              "beta": direct.output_vector(params)}
+
+    loop = runner.make_loop(SLOTS, labels, lambda key: (lambda params, t, phase:
+                                                        value_and_grad(params)),
+                            record, num_steps=settings.steps,
+                            record_every=settings.record_every)
+    trace = loop(direct.zero_params(size, layout), jax.random.key(0), data)
+    return trace.records, trace.diverged
+
+  over_plans = jax.vmap(one, in_axes=(None, None, 0))
+  return jax.vmap(over_plans, in_axes=(0, 0, None))(automaton, p, data)
+
+
+@functools.partial(jax.jit, static_argnames=("layout", "settings", "left"))
+def _best_risk(automaton, p, key, *, layout, settings, left):
+  """Min over L-BFGS starts of the risk reached, and ‖∇R‖ there, per language (L,)."""
+  width = laplace.window_width(None, laplace.STEP, left)
+  num_points = width + 2 * settings.extra_points
+  size = automaton.letters.shape[1]
+  zero = direct.zero_params(size, layout)
+
+  def one(automaton, p, key):
+    risk = lambda params: _risk_fn(automaton, p, left, width, num_points)(params)[0]  # noqa: E731
+    solver = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(risk)
+
+    def minimize(start):
+      def step(carry, _):
+        params, state = carry
+        value, grad = value_and_grad(params, state=state)
+        updates, state = solver.update(grad, state, params, value=value, grad=grad,
+                                       value_fn=risk)
+        return (optax.apply_updates(params, updates), state), None
+
+      (params, _), _ = jax.lax.scan(step, (start, solver.init(start)), None,
+                                    settings.iterations)
+      value, grad = jax.value_and_grad(risk)(params)
+      norm = jnp.sqrt(sum(jnp.sum(g ** 2) for g in jax.tree_util.tree_leaves(grad)))
+      return jnp.where(jnp.isfinite(value), value, jnp.inf), norm
+
+    keys = jax.random.split(key, settings.starts - 1)
+    starts = jax.tree_util.tree_map(
+        lambda z, *draws: jnp.stack([z, *draws]), zero,
+        *[{k: jax.random.normal(jax.random.fold_in(k_, i), v.shape) for i, (k, v) in
+          enumerate(zero.items())} for k_ in keys])
+    values, norms = jax.vmap(minimize)(starts)
+    best = jnp.argmin(values)
+    return values[best], norms[best]
+
+  keys = jax.random.split(key, p.shape[0])
+  return jax.vmap(one)(automaton, p, keys)
+
+
+def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=print) -> dict:
+  """The atlas rows of `langs` under one layout.
+
+  Returns a dict of numpy arrays: best_risk, best_grad_norm (L,); for each plan name its
+  final risk at the best step sizes (diverged runs excluded) and those step sizes; joint
+  GD's tau_epsilon and half-time ratio at its best step size; grid_covered (L,).
+  """
+  automata = Automata(langs)
+  entries, data = plan_grid(settings)
+  progress(f"  best risk: {len(langs)} languages × {settings.starts} L-BFGS starts")
+  best, grad_norm = _best_risk(automata.automaton, automata.p, jax.random.key(1),
+                               layout=layout, settings=settings, left=automata.left)
+  progress(f"  plans: {len(langs)} languages × {len(entries)} (plan, step sizes), "
+           f"{settings.steps} steps each")
+  records, diverged = _train_all(automata.automaton, automata.p, data, layout=layout,
+                                 settings=settings, left=automata.left)
+  risk = np.asarray(records["risk"])                                   # (L, P, R)
+  final = np.where(np.asarray(diverged), np.inf, risk[..., -1])
+  best = np.minimum(np.asarray(best), np.nanmin(np.where(np.isfinite(risk), risk, np.inf),
+                                                axis=(1, 2)))
+  rows = {"best_risk": best, "best_grad_norm": np.asarray(grad_norm),
+          "grid_covered": np.asarray(records["covered"]).all(axis=(1, 2))}
+  steps = np.asarray(records["steps"])[0, 0]
+  for name in PLAN_NAMES:
+    index = np.array([i for i, (plan, _) in enumerate(entries) if plan == name])
+    choice = index[np.argmin(final[:, index], axis=1)]
+    rows[name] = final[np.arange(len(langs)), choice]
+    rows[name + "_etas"] = [entries[i][1] for i in choice]
+    if name == "joint":
+      rows["joint_choice"] = choice
+  lag = [metrics.horizon_free_lag(records["alpha"][row, i], records["beta"][row, i],
+                                  records["risk"][row, i], best[row] + settings.epsilon, steps)
+         for row, i in enumerate(rows["joint_choice"])]
+  rows["tau_epsilon"] = np.array([int(m.tau_eps) for m in lag])
+  rows["half_time_ratio"] = np.array([float(m.half_time_ratio) for m in lag])
+  joint_risk = risk[np.arange(len(langs)), rows["joint_choice"]]       # (L, R)
+  rows["joint_curve"] = joint_risk
+  rows["steps"] = steps
+  return rows
+
+
+__all__ = ["Automata", "LAYOUTS", "PLAN_NAMES", "Settings", "language_from_spec",
+           "plan_grid", "run"]

@@ -1,0 +1,38 @@
+"""The atlas (docs/theory.md §10): its padded, vmapped runs are lj.train's runs, and the
+star-free test follows Schützenberger's theorem on the built-ins."""
+
+import pytest
+
+import lagjax as lj
+from lagjax.analysis import atlas
+from lagjax.data import regular
+from lagjax.data import regular_builtins as rb
+
+TOL = 1e-12   # the same trapezoid sums on the same nodes up to padding: roundoff only
+
+
+def test_atlas_runs_equal_lj_train():
+  """Parity (2 states) padded beside even pairs (5 states), plain layout, 8 steps: the
+  atlas's final risks of joint GD and of the three-phase plan at η = 1 equal lj.train's
+  on the same plans to TOL (padding adds unreachable states and nothing else)."""
+  langs = [rb.parity(), rb.even_pairs()]
+  settings = atlas.Settings(steps=8, grid=(1.0,), record_every=2, starts=1, iterations=2)
+  rows = atlas.run(langs, atlas.LAYOUTS["cls"], settings, progress=lambda message: None)
+  for i, lang in enumerate(langs):
+    joint = lj.train(lang, lj.plans.joint(1.0, 8))
+    three = lj.train(lang, lj.plans.three_phase(1.0, 1.0, 1.0, 3, steps1=4))
+    assert abs(rows["joint"][i] - float(joint.risk[-1])) <= TOL
+    assert abs(rows["three_phase"][i] - float(three.risk[-1])) <= TOL
+    assert rows["best_risk"][i] <= min(rows[p][i] for p in atlas.PLAN_NAMES) + TOL
+  assert rows["grid_covered"].all()
+
+
+@pytest.mark.parametrize("name, star_free", [
+    ("parity", False), ("first", True), ("even_pairs", True), ("tomita:1", True),
+    ("tomita:2", True), ("tomita:3", False), ("tomita:4", True), ("tomita:5", False),
+    ("tomita:6", False), ("tomita:7", True), ("dyck:2", True), ("cycle_navigation:3", False),
+    ("mod_count:1,3,1", False), ("contains:1,0,1", True)])
+def test_star_free_built_ins(name, star_free):
+  """Counting modulo k (parity, Tomita 3/5/6, cycle navigation, mod_count) is not
+  first-order definable; the rest are (e.g. Tomita 7 = 0*1*0*1*)."""
+  assert regular.is_star_free(atlas.language_from_spec(name)) is star_free
