@@ -328,7 +328,8 @@ def test_table1_binary_rejects_a_bad_override_of_a_keyword_task():
       result.stdout + result.stderr)
 
 
-WORKDIR_BINARIES = ("claims", "regimes", "sample_complexity", "scaling", "sweep", "table1")
+WORKDIR_BINARIES = ("atlas", "claims", "regimes", "sample_complexity", "scaling", "sweep",
+                    "table1")
 
 
 def test_every_binary_rejects_a_workdir_that_is_a_file(tmp_path):
@@ -367,3 +368,20 @@ def test_writable_workdir_names_the_path(tmp_path):
     with pytest.raises(app.UsageError, match=f"^--workdir {locked} is not a writable folder: "
                                              "permission denied.$"):
       common.writable_workdir(str(locked))
+
+
+@pytest.mark.parametrize("override, message", [
+    ("--config.layouts=('cls','first')",
+     "atlas.py: error: config.layouts: unknown layout 'first'; allowed: cls, cls+first_last, "
+     "last, last+first_last."),
+    ("--config.languages=('tomita:9',)",
+     "atlas.py: error: config.languages: tomita k must be an integer in {1, …, 7}; got 9."),
+])
+def test_atlas_bad_config_is_one_line(tmp_path, override, message):
+  """A bad layout or language spec: that one line, exit status 2, no workdir left behind."""
+  workdir = tmp_path / "atlas"
+  result = subprocess.run(command("atlas", override, workdir=workdir), cwd=REPO,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+  assert result.returncode == 2
+  assert (result.stdout + result.stderr).strip() == message
+  assert not workdir.exists()

@@ -194,11 +194,12 @@ def _best_risk(automaton, p, key, *, layout, settings, left):
       norm = jnp.sqrt(sum(jnp.sum(g ** 2) for g in jax.tree_util.tree_leaves(grad)))
       return jnp.where(jnp.isfinite(value), value, jnp.inf), norm
 
-    keys = jax.random.split(key, settings.starts - 1)
-    starts = jax.tree_util.tree_map(
-        lambda z, *draws: jnp.stack([z, *draws]), zero,
-        *[{k: jax.random.normal(jax.random.fold_in(k_, i), v.shape) for i, (k, v) in
-          enumerate(zero.items())} for k_ in keys])
+    def draw(start_key):
+      return {name: jax.random.normal(jax.random.fold_in(start_key, i), value.shape)
+              for i, (name, value) in enumerate(zero.items())}
+
+    draws = jax.vmap(draw)(jax.random.split(key, settings.starts - 1))
+    starts = jax.tree_util.tree_map(lambda z, d: jnp.concatenate([z[None], d]), zero, draws)
     values, norms = jax.vmap(minimize)(starts)
     best = jnp.argmin(values)
     return values[best], norms[best]

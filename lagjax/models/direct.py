@@ -148,8 +148,6 @@ def output_vector(params: Params):
 
 
 def _flat(params, names):
-  if not has_positions(params) and jnp.ndim(params[names[0]]) == 1:
-    return params[names[0]]
   return jnp.concatenate([jnp.reshape(params[n], (-1,)) for n in names if n in params])
 
 
