@@ -13,6 +13,7 @@ two position tables, so the scale is max(1, (3 max|table|)²).
 """
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -22,10 +23,11 @@ import pytest
 from enumeration import labelled_strings
 
 import lagjax as lj
+from lagjax.data import partition as partition_lib
 from lagjax.data import regular
 from lagjax.data import regular_builtins as rb
 from lagjax.models import direct
-from lagjax.risk import transfer
+from lagjax.risk import automaton_error, laplace, transfer
 
 TOL = 1e-12
 LAYOUTS = [dict(cls=cls, query=query, positions=positions) for cls in (False, True)
@@ -35,9 +37,10 @@ BUILTINS = {"parity": rb.parity(), "first": rb.first(), "even_pairs": rb.even_pa
             **{f"tomita{k}": rb.tomita(k) for k in range(1, 8)}, "dyck2": rb.dyck(2),
             "cycle3": rb.cycle_navigation(3), "mod_count": rb.mod_count(1, 3, 1),
             "contains": rb.contains((1, 0, 1)), "occurrence3": rb.occurrence_automaton(3)}
-# Lengths checked: the shortest strings (where first, last and both coincide), a middle one
-# and the longest that enumeration keeps small (2^10, 3^6 strings).
-LENGTHS = {2: (1, 2, 7, 10), 3: (1, 2, 5)}
+# Lengths checked: the shortest strings (where first, last and both coincide, or meet with
+# nothing between) and a longer one; test_transfer_route.py checks every n up to 10 on the
+# CLS model. Each evaluation at a traced Fixed(n) squares its matrices 24 times, whatever n.
+LENGTHS = {2: (1, 2, 7), 3: (1, 2, 5)}
 LEFT = 38.0 + np.log(10.0)   # one window wide enough for every fixed length up to 10
 
 
@@ -87,24 +90,42 @@ def test_forward_tokens_follows_the_definition(layout):
   np.testing.assert_allclose(f, expected, rtol=0, atol=1e-14)
 
 
-def enumerated_risk(lang, n: int):
-  """params -> Σ over all d^n strings of π(w) ½ (f(w) - y(w))², with f by forward_tokens
-  (differentiable: jax.grad gives the enumerated gradient)."""
-  strings, y, weight = labelled_strings(lang, n)
-  mask = np.ones_like(strings, bool)
-  return lambda params: weight @ (0.5 * (direct.forward_tokens(params, strings, mask) - y) ** 2)
-
-
 def fixed_length_route(base):
   """jit((params, law) -> ((risk, grid covered), grad)) of the transfer route with a traced
-  Fixed law, on two windows (scores within ±6 need one window and 48 more nodes)."""
-  def value_and_grad(params, law):
-    lang = dataclasses.replace(base, length=law)
-    report = transfer.build(lang, left=LEFT, max_clusters=2).report
-    return jax.value_and_grad(lambda p: (report(p)["risk"], report(p)["grid_covered"]),
-                              has_aux=True)(params)
+  Fixed law, on two windows (scores within ±6 need one window and 48 more nodes). The
+  automaton is padded with unreachable states to MAX_STATES (they add exact zeros)."""
+  letters, accepting, start = transfer.automaton_arrays(base)
+  pad = MAX_STATES - letters.shape[-1]
+  padded = transfer.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
+                              jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
+  return functools.partial(padded_route(), automaton=padded)
+
+
+@functools.cache
+def padded_route():
+  """jit((params, law, automaton) -> ((risk, grid covered), grad)) of the transfer route with
+  a traced Fixed law and the automaton as arrays, so one compilation serves every language
+  of one alphabet size and number of states, and every n."""
+  width = laplace.window_width(BUILTINS["parity"], left=LEFT)
+
+  def value_and_grad(params, law, automaton):
+    def risk(theta):
+      mean_f, mean_f2, _, covered = transfer.moments(
+          theta, automaton, law, step=laplace.STEP, left=LEFT, width=width, max_clusters=2)
+      return transfer.squared_risk_of(mean_f, mean_f2)[0], covered
+    return jax.value_and_grad(risk, has_aux=True)(params)
 
   return jax.jit(value_and_grad)
+
+
+@functools.cache
+def enumerated_value_and_grad():
+  """jit((params, strings, y, weight) -> (Σ_w weight ½ (f(w) - y)², grad)), f by
+  forward_tokens: one compilation per string shape (d, n), shared by every language."""
+  def risk(params, strings, y, weight):
+    mask = jnp.ones(strings.shape, bool)
+    return weight @ (0.5 * (direct.forward_tokens(params, strings, mask) - y) ** 2)
+  return jax.jit(jax.value_and_grad(risk))
 
 
 def random_language(seed: int):
@@ -113,10 +134,13 @@ def random_language(seed: int):
                          name=f"random{seed}")
 
 
+MAX_STATES = max(lang.automaton()[0].shape[0]
+                 for lang in [*BUILTINS.values(), random_language(0), random_language(1)])
+
 def check_against_enumeration(base, evaluate, n, params):
   (value, covered), grads = evaluate(params, lj.fixed(n))
   assert covered
-  expected, expected_grads = jax.value_and_grad(enumerated_risk(base, n))(params)
+  expected, expected_grads = enumerated_value_and_grad()(params, *labelled_strings(base, n))
   scale = max(1.0, (3 * max(float(jnp.abs(v).max()) for v in params.values())) ** 2)
   assert abs(float(value - expected)) <= TOL * scale, (n, float(value), float(expected))
   for key in grads:
@@ -124,12 +148,18 @@ def check_against_enumeration(base, evaluate, n, params):
                                err_msg=f"n={n} {key}")
 
 
-@pytest.mark.parametrize("name", sorted(BUILTINS) + ["random0", "random1"])
+# The layout logic is the same for every automaton; these cover each kind of built-in (first
+# and last token, 5 states, bounded depth, d = 3, a word, a modulus, a group) and two random
+# automata. test_transfer_route.py checks every built-in at n = 1..10 on the CLS model.
+ENUMERATED = ["even_pairs", "tomita3", "tomita7", "dyck2", "cycle3", "contains", "mod_count",
+              "parity", "random0", "random1"]
+
+
+@pytest.mark.parametrize("name", ENUMERATED)
 def test_last_query_and_positions_equal_enumeration(name):
-  """Every built-in and two random automata, last query + position tables (CLS on for every
-  other language), random θ: risk and gradient of the route at the LENGTHS equal the
-  enumerated sums to TOL."""
-  index = (sorted(BUILTINS) + ["random0", "random1"]).index(name)
+  """Last query + position tables (CLS on for every other language), random θ: risk and
+  gradient of the route at the LENGTHS equal the enumerated sums to TOL."""
+  index = ENUMERATED.index(name)
   base = BUILTINS[name] if name in BUILTINS else random_language(int(name[-1]))
   rng = np.random.default_rng(index)
   evaluate = fixed_length_route(base)
@@ -168,6 +198,46 @@ def test_gradient_equals_central_differences():
       assert abs(difference - float(np.asarray(grads[name]).reshape(-1)[i])) <= 1e-8, (name, i)
 
 
+class ThreeStateGeometric:
+  """Geometric(p) seen only through its matrix_pgf_derivatives: moments then take the general
+  path (the 3Q × 3Q phased automaton) instead of the Q × Q block path."""
+
+  def __init__(self, law):
+    self.law = law
+
+  def matrix_pgf_derivatives(self, left, matrices, right):
+    return self.law.matrix_pgf_derivatives(left, matrices, right)
+
+
+@pytest.mark.parametrize("cls", [False, True])
+def test_block_path_equals_the_phased_automaton(cls):
+  """Geometric lengths, last query + position tables: the moments by the Q × Q block path
+  (closed-form derivatives of the resolvent) equal those of the 3Q × 3Q phased automaton,
+  and so do their gradients, on even pairs and Tomita 5 at random θ, to TOL (both are the
+  same sums; only roundoff separates them)."""
+  rng = np.random.default_rng(13)
+  for lang in (BUILTINS["even_pairs"], BUILTINS["tomita5"]):
+    params = random_params(rng, 2, cls=cls, **FULL)
+    automaton = transfer.automaton_arrays(lang)
+    quadrature = dict(step=lj.risk.laplace.STEP, left=lj.risk.laplace.window_left(lang),
+                      width=lj.risk.laplace.window_width(lang))
+    results = []
+    for law in (lang.length, ThreeStateGeometric(lang.length)):
+      def risk(theta, law=law, automaton=automaton, quadrature=quadrature):
+        mean_f, mean_f2, _, covered = transfer.moments(theta, automaton, law, **quadrature)
+        return transfer.squared_risk_of(mean_f, mean_f2)[0], (mean_f, mean_f2, covered)
+      results.append(jax.jit(jax.value_and_grad(risk, has_aux=True))(params))
+    ((block, block_moments), block_grads), ((general, general_moments), general_grads) = results
+    assert block_moments[2] and general_moments[2]
+    scale = max(1.0, (3 * max(float(jnp.abs(v).max()) for v in params.values())) ** 2)
+    for mine, theirs in zip(block_moments[:2], general_moments[:2]):
+      np.testing.assert_allclose(mine, theirs, rtol=0, atol=TOL * scale)
+    assert abs(float(block - general)) <= TOL * scale
+    for key in block_grads:
+      np.testing.assert_allclose(block_grads[key], general_grads[key], rtol=0,
+                                 atol=TOL * scale, err_msg=key)
+
+
 @pytest.mark.parametrize("name", sorted(BUILTINS))
 def test_sampled_route_within_four_standard_errors(name):
   """Each built-in at its default length law, last query + positions + CLS, random θ: the
@@ -179,6 +249,44 @@ def test_sampled_route_within_four_standard_errors(name):
   sampled = lj.population_risk(lang, params, route="sampled", key=jax.random.key(5),
                                n_samples=20_000)
   assert abs(sampled.value - exact.value) <= 4 * sampled.details["stderr"], (exact, sampled)
+
+
+def enumerated_error(lang, n: int, params) -> float:
+  """Σ over all d^n strings of π(w) 1{sign f(w) ≠ y(w)}, f by forward_tokens (sign 0 is an
+  error)."""
+  strings, y, weight = labelled_strings(lang, n)
+  f = direct.forward_tokens(params, strings, np.ones_like(strings, bool))
+  return float(weight @ (np.sign(np.asarray(f)) != y))
+
+
+@pytest.mark.parametrize("name, lengths, layouts", [
+    ("even_pairs", (1, 2, 5), [layout for layout in LAYOUTS if not layout["cls"]
+                               and (layout["query"], layout["positions"]) != ("cls", "none")]),
+    ("tomita3", (1, 5), [dict(cls=True, **FULL)]),
+    ("cycle3", (1, 2, 4), [dict(cls=False, **FULL)])])
+def test_error_dp_equals_enumeration_on_every_layout(name, lengths, layouts):
+  """The DP's exact 0-1 error (tracking the first and last token group) at fixed lengths,
+  for random θ, for θ whose only nonzero value table is β_last (f reads the last token
+  alone: the correction terms carry everything) and for β = 0 everywhere (A = 0: every
+  string is an error): equal to the enumerated error up to roundoff (≤ 3^4 terms of size
+  ≤ 1: 1e-13), tail bound 0."""
+  base = BUILTINS[name]
+  rng = np.random.default_rng(8)
+  for layout in layouts:
+    grouped_layout = direct.layout(lj.init_params(base.d, **layout))
+    for n in lengths:
+      lang = dataclasses.replace(base, length=lj.fixed(n))
+      error = jax.jit(automaton_error.build(lang, partition_lib.singletons(base.d),
+                                            layout=grouped_layout))
+      params = random_params(rng, base.d, **layout)
+      only_last = {key: (value if key == "beta_last" or key.startswith("alpha")
+                         else jnp.zeros_like(value)) for key, value in params.items()}
+      tie = {key: (value if key.startswith("alpha") else jnp.zeros_like(value))
+             for key, value in params.items()}
+      for theta in (params, only_last, tie):
+        value, bound = error(theta)
+        assert float(bound) == 0.0
+        assert abs(float(value) - enumerated_error(lang, n, theta)) <= 1e-13, (layout, n)
 
 
 def test_tied_training_equals_training_every_token():

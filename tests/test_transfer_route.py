@@ -133,10 +133,10 @@ def test_occurrence_family_as_automata_equals_the_laplace_route(kind, cls):
     params.update(alpha_cls=jnp.asarray(1.5), beta_cls=jnp.asarray(-0.4))
   points = laplace.window_width(presence) * 3 + int(cls) * laplace.window_width(presence)
   assert laplace.points_needed(presence, params) <= points
-  value, grads = jax.value_and_grad(transfer.build(automaton, cls=cls, num_points=points).risk)(
-      params)
-  expected, expected_grads = jax.value_and_grad(
-      laplace.build(presence, cls=cls, num_points=points).risk)(params)
+  value, grads = jax.jit(jax.value_and_grad(transfer.build(automaton, cls=cls,
+                                                          num_points=points).risk))(params)
+  expected, expected_grads = jax.jit(jax.value_and_grad(
+      laplace.build(presence, cls=cls, num_points=points).risk))(params)
   assert abs(float(value - expected)) <= TOL, (float(value), float(expected))
   for key in grads:
     np.testing.assert_allclose(grads[key], expected_grads[key], rtol=0, atol=TOL, err_msg=key)

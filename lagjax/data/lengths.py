@@ -192,6 +192,7 @@ class ShiftedPoisson:
 LengthLaw = Geometric | Fixed | ShiftedPoisson
 
 
+@jax.custom_jvp
 def diagonally_dominant_inverse(matrix):
   """The inverse of a strictly row-diagonally-dominant (Q, Q) matrix, by Gauss-Jordan
   elimination without pivoting (stable there: no pivot is smaller than the margin of
@@ -207,6 +208,15 @@ def diagonally_dominant_inverse(matrix):
     return (augmented - column[:, None] * row[None, :]).at[k].set(row)
 
   return jax.lax.fori_loop(0, size, eliminate, augmented)[:, size:]
+
+
+@diagonally_dominant_inverse.defjvp
+def _inverse_jvp(primals, tangents):
+  """d(M⁻¹) = -M⁻¹ dM M⁻¹: linear in dM, so reverse mode costs two products instead of
+  running the elimination backwards."""
+  (matrix,), (tangent,) = primals, tangents
+  inverse = diagonally_dominant_inverse(matrix)
+  return inverse, -inverse @ tangent @ inverse
 
 
 def pgf_derivatives_by_jvp(law, left, matrices, right):

@@ -156,8 +156,8 @@ def _cached_threshold(lang, partition, tol):
 
 
 @functools.lru_cache(maxsize=16)
-def _cached_automaton_error(lang, partition, tol):
-  return jax.jit(automaton_error.build(lang, partition, tol=tol))
+def _cached_automaton_error(lang, partition, tol, layout):
+  return jax.jit(automaton_error.build(lang, partition, tol=tol, layout=layout))
 
 
 def _grouped(lang, theta):
@@ -235,7 +235,7 @@ def _exact_error(lang, partition, grouped, tol) -> RiskResult | None:
                                        (("tol", tol),))(grouped))
     return RiskResult(report["error"], name, {"error_bound": report["error_bound"]})
   if name == "automaton":
-    value, bound = _cached_automaton_error(lang, partition, tol)(grouped)
+    value, bound = _cached_automaton_error(lang, partition, tol, layout)(grouped)
     return RiskResult(float(value), name, {"error_bound": float(bound)})
   return None
 

@@ -1,14 +1,19 @@
 """Exact 0-1 error on a regular language, by dynamic programming (docs/theory.md §3d).
 
-For the direct model with a CLS query and no position tables, sign f = sign A with
-A(c) = Σ_g c_g u_g β_g + u_cls β_cls linear in the token-group counts c (B > 0). The
-joint law of (automaton state, counts) after n tokens is propagated one token at a
-time, dist_{n+1}[r, c + e_g] = Σ_q dist_n[q, c] (Σ_{x∈g, δ(q,x)=r} π_x), and each length
-adds P(n) Σ_{q,c} dist_n[q, c] 1{sign A(c) ≠ y(q)} (sign 0 counts as an error, as
-everywhere). Lengths beyond N = truncation_length(L, tol) are left out, and their mass
-P(n > N) ≤ tol is the certified bound. The count axes hold G - 1 counts (the last group's
-is n minus the others), so a step costs O(Q² N^{G-1}) and the whole O(Q² N^G): the route
-applies where that fits, MAX_CELLS.
+Since B > 0, sign f = sign A with A = Σ_i e^{s_i - s_max} v_i. For the direct model A is
+linear in the token-group counts c once the first token's group f and the last one's l
+are known (docs/theory.md §2b): with W_k[l, g] = e^{s} v of an entry of kind k (middle,
+first, last, both) in query row l (one row under the CLS query),
+    A = Σ_g c_g W_mid[l, g] + (W_first - W_mid)[l, f] + (W_last - W_mid)[l, l] + W_cls[l]
+for n ≥ 2, and A = W_both[l, l] + W_cls[l] for n = 1. The joint law of (automaton state,
+f, l, counts) after n tokens is propagated one token at a time,
+dist_{n+1}[r, f, g, c + e_g] = Σ_{q,l} dist_n[q, f, l, c] (Σ_{x∈g, δ(q,x)=r} π_x), and each
+length adds P(n) Σ dist_n 1{sign A ≠ y(q)} (sign 0 counts as an error, as everywhere).
+The paper's model (CLS query, no position tables) needs neither f nor l: those axes then
+have size 1 and the corrections vanish. Lengths beyond N = truncation_length(L, tol) are
+left out, and their mass P(n > N) ≤ tol is the certified bound. The count axes hold G - 1
+counts (the last group's is n minus the others), so the whole costs O(Q² F L N^G) with
+F = L = G when tracked: the route applies where that fits, MAX_CELLS.
 """
 
 from __future__ import annotations
@@ -23,66 +28,100 @@ from lagjax.models import direct
 from lagjax.risk import transfer
 
 MAX_GROUPS = 3
-MAX_CELLS = 2 * 10**7   # Q · N^G, the work of one evaluation
+MAX_CELLS = 2 * 10**7   # Q · F · L · N^G, the work of one evaluation
+
+
+def _ends(partition: partition_lib.Partition, layout: direct.Layout) -> int:
+  """Size of each of the f and l axes: 1 for the paper's model, else one per token group."""
+  return 1 if layout.plain else partition.num_groups
 
 
 def supports(lang: languages.Language, partition: partition_lib.Partition,
-             tol: float = 1e-12) -> bool:
+             tol: float = 1e-12, layout: direct.Layout = direct.PLAIN) -> bool:
   """Whether the DP applies: a language with AutomatonLabels on at most MAX_GROUPS token
   groups whose lengths up to the tail tol fit MAX_CELLS."""
   if not isinstance(lang, languages.AutomatonLabels) or partition.num_groups > MAX_GROUPS:
     return False
   table, _, _ = lang.automaton()
   n_max = lengths_lib.truncation_length(lang.length, tol)
-  return table.shape[0] * (n_max + 1) ** partition.num_groups <= MAX_CELLS
+  cells = table.shape[0] * _ends(partition, layout) ** 2 * (n_max + 1) ** partition.num_groups
+  return cells <= MAX_CELLS
 
 
 def _shift(values, axis: int):
-  """values moved one count up along `axis` (the count axes follow the state axis)."""
+  """values moved one count up along `axis`."""
   pad = [(0, 0)] * values.ndim
   pad[axis] = (1, 0)
   return jnp.pad(values, pad)[tuple(slice(0, size) for size in values.shape)]
 
 
-def build(lang: languages.Language, partition: partition_lib.Partition, *, tol: float = 1e-12):
-  """Builds error(params) -> (exact 0-1 error, tail bound) on grouped params.
+def build(lang: languages.Language, partition: partition_lib.Partition, *, tol: float = 1e-12,
+          layout: direct.Layout = direct.PLAIN):
+  """Builds error(params) -> (exact 0-1 error, tail bound) on grouped params of `layout`.
 
   Raises:
     ValueError: if `supports` is False (one line saying why).
   """
-  if not supports(lang, partition, tol):
+  if not supports(lang, partition, tol, layout):
     raise ValueError(f"the automaton error route needs AutomatonLabels on at most {MAX_GROUPS} "
                      f"token groups with lengths that fit {MAX_CELLS} cells; got "
                      f"{lang.describe()} on {partition.num_groups} token groups.")
   _, accepting, start = lang.automaton()
   letters = jnp.asarray(transfer.group_letter_matrices(lang, partition))   # (G, Q, Q)
   groups, num_states = letters.shape[0], letters.shape[1]
+  ends = _ends(partition, layout)
   n_max = lengths_lib.truncation_length(lang.length, tol)
-  lengths = jnp.arange(1, n_max + 1)
-  length_pmf = jnp.exp(lang.length.log_pmf(lengths))
+  length_pmf = jnp.exp(lang.length.log_pmf(jnp.arange(1, n_max + 1)))
   tail = float(lang.length.tail(n_max))
-  labels = jnp.where(jnp.asarray(accepting), 1.0, -1.0)
+  labels = jnp.where(jnp.asarray(accepting), 1.0, -1.0)[:, None, None]
+  count_axes = (n_max + 1,) * (groups - 1)
   counts = jnp.meshgrid(*[jnp.arange(n_max + 1.0)] * (groups - 1), indexing="ij")
-  start_dist = jnp.zeros((num_states,) + (n_max + 1,) * (groups - 1)).at[
-      (start,) + (0,) * (groups - 1)].set(1.0)
+  end_of = (lambda g: g) if ends > 1 else (lambda g: 0)      # the f or l index of group g
+  # The first token: dist_1[r, f = g, l = g, e_g] = (Σ_{x∈g} π_x P_x)[start, r].
+  first_dist = jnp.zeros((num_states, ends, ends) + count_axes)
+  for g in range(groups):
+    unit = tuple(int(k == g) for k in range(groups - 1))
+    first_dist = first_dist.at[(slice(None), end_of(g), end_of(g)) + unit].add(letters[g, start])
+
+  def entries(params):
+    """W_k (4, L, G) per kind [middle, first, last, both] and W_cls (L,), each query row
+    scaled by its own largest score (sign-preserving, so nothing underflows to a tie)."""
+    scores, values, _ = transfer.entry_table(params)
+    weights = jnp.exp(scores - jax.lax.stop_gradient(scores.max(1, keepdims=True))) * values
+    cls = weights[:, -1] if direct.has_cls(params) else jnp.zeros(weights.shape[0])
+    kinds = (weights[:, :4 * groups].reshape(-1, 4, groups) if direct.has_positions(params)
+             else jnp.broadcast_to(weights[:, None, :groups], (weights.shape[0], 4, groups)))
+    rows = jnp.arange(ends) if weights.shape[0] > 1 else jnp.zeros(ends, int)
+    return jnp.moveaxis(kinds[rows], 1, 0), cls[rows]
 
   def error(params):
-    alpha, beta = direct.stack(params, "alpha"), direct.stack(params, "beta")
-    scale = jnp.exp(alpha - jax.lax.stop_gradient(alpha.max()))
-    weights = scale * beta                  # u_g β_g (and u_cls β_cls last)
-    offset = weights[groups] if direct.has_cls(params) else 0.0
+    (middle, first, last, both), cls = entries(params)
+    index = jnp.arange(ends)
+    diagonal = index, index
+    # corrections (f, l) for n ≥ 2 and for n = 1, added to Σ_g c_g W_mid[l, g]
+    longer = ((first - middle)[index[None, :], index[:, None]]
+              + ((last - middle)[diagonal] + cls)[None, :])
+    single = jnp.broadcast_to(((both - middle)[diagonal] + cls)[None, :], (ends, ends))
+
+    def wrong(dist, n):
+      rest = n - sum(counts, 0.0)                                  # the last group's count
+      linear = sum((c[None] * middle[:, g].reshape((-1,) + (1,) * (groups - 1))
+                    for g, c in enumerate(counts)), 0.0) + rest[None] * middle[:, -1].reshape(
+                        (-1,) + (1,) * (groups - 1))               # (L, counts)
+      correction = jnp.where(n == 1, single, longer).reshape((ends, ends) + (1,) * (groups - 1))
+      sign = jnp.sign(linear[None] + correction)                    # (F, L, counts)
+      return jnp.sum(dist * jnp.where(sign[None] == labels.reshape(
+          labels.shape + (1,) * (groups - 1)), 0.0, 1.0))
 
     def step(dist, n):
-      moved = sum(_shift(jnp.tensordot(letters[g].T, dist, 1), 1 + g) for g in range(groups - 1))
-      moved = moved + jnp.tensordot(letters[groups - 1].T, dist, 1)
-      rest = n - sum(counts, 0.0)                               # the last group's count
-      numerator = sum((c * w for c, w in zip(counts, weights)), 0.0) + rest * weights[
-          groups - 1] + offset
-      sign = jnp.sign(numerator)
-      wrong = jnp.where(sign[None] == labels.reshape((-1,) + (1,) * (groups - 1)), 0.0, 1.0)
-      return moved, jnp.sum(moved * wrong)
+      read = dist.sum(2)                                           # over l: (Q, F, counts)
+      moved = [jnp.tensordot(letters[g].T, read, 1) for g in range(groups)]
+      moved = [_shift(m, 2 + g) if g < groups - 1 else m for g, m in enumerate(moved)]
+      dist = jnp.stack(moved, 2) if ends > 1 else sum(moved)[:, :, None]
+      return dist, wrong(dist, n)
 
-    _, per_length = jax.lax.scan(step, start_dist, lengths.astype(jnp.float64))
+    _, later = jax.lax.scan(step, first_dist, jnp.arange(2.0, n_max + 1))
+    per_length = jnp.concatenate([wrong(first_dist, 1.0)[None], later])
     return length_pmf @ per_length, tail
 
   return error

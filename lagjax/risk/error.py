@@ -139,12 +139,12 @@ def choose(lang: languages.Language, partition: partition_lib.Partition,
   "threshold" (y = +1 iff a token of L occurs, on two token groups, O(N)) when its
   table of lengths fits, else "lattice" (enumeration) when the language declares
   labels from counts and the enumeration fits, else "automaton" (a DP over state ×
-  counts, docs/theory.md §3d) for a regular language on at most 3 token groups. Each is
-  for the plain model; under the last query or position tables there is none. The one
-  place where this is decided.
+  counts, docs/theory.md §3d) for a regular language on at most 3 token groups. Under the
+  last query or position tables only the DP applies (it also tracks the first and last
+  token). The one place where this is decided.
   """
   if not layout.plain:
-    return None
+    return "automaton" if automaton_error.supports(lang, partition, tol, layout) else None
   n_max = lengths_lib.truncation_length(lang.length, tol)
   if supports(lang, partition) and n_max <= MAX_TABLE_LENGTH:
     return "threshold"
@@ -169,7 +169,7 @@ def best_route(lang, partition, error_samples: int = ERROR_SAMPLES,
   if name == "lattice":
     return lattice.build(lang, partition).report, name
   if name == "automaton":
-    dynamic = automaton_error.build(lang, partition)
+    dynamic = automaton_error.build(lang, partition, layout=layout)
     return (lambda params: {"error": dynamic(params)[0]}), name
   if not isinstance(lang, languages.PresenceLabels) or not layout.plain:
     # Labels or a model that depend on token order: strings, not count vectors (sampled.py).

@@ -143,26 +143,28 @@ def moments(params, automaton: Automaton, law, *, step: float, left: float, widt
   def phased_geometric(weights, last_groups):
     """F, F', F'' of the phased automaton under Geometric(p) through its blocks alone: paths
     of length 1 take the 'both' block B, longer ones A Cⁿ⁻² D, so with q = 1 - p
-    F(s) = p·e·B·ends + p q·(e A)(I - q C)⁻¹(D ends), a Q×Q inverse instead of 3Q×3Q."""
+    F(s) = p·e·B·ends + p q·(e A)(I - q C)⁻¹(D ends), a Q×Q inverse instead of 3Q×3Q.
+    Each block is X(s) = X0 + s X1 + ½ s² X2; with R = (I - q C0)⁻¹, R' = q R C1 R and
+    R'' = q R C2 R + 2q² R C1 R C1 R, the derivatives are products with R alone."""
     q = 1.0 - law.p
-
-    def generating(s):
-      middle, first, last, both = (
-          sum(w * s ** k / (1.0 if k < 2 else 2.0) for k, w in enumerate(order))
-          for order in zip(*[_kinds(w) for w in weights]))
-      paths = letter_sum(first), letter_sum(both * last_groups), letter_sum(middle), letter_sum(
-          last * last_groups)
-      enter, single, inside, leave = paths
-      resolvent = lengths_lib.diagonally_dominant_inverse(jnp.eye(num_states) - q * inside)
-      start = automaton.start
-      return law.p * (start @ single @ ends) + law.p * q * (
-          (start @ enter) @ resolvent @ (leave @ ends))
-
-    def slope(s):
-      return jax.jvp(generating, (s,), (jnp.ones_like(s),))
-    zero = jnp.zeros(())
-    (value, first), (_, second) = jax.jvp(slope, (zero,), (jnp.ones_like(zero),))
-    return value, first, second
+    enter, single, inside, leave = zip(*[
+        (letter_sum(first), letter_sum(both * last_groups), letter_sum(middle),
+         letter_sum(last * last_groups)) for middle, first, last, both in map(_kinds, weights)])
+    resolvent = lengths_lib.diagonally_dominant_inverse(jnp.eye(num_states) - q * inside[0])
+    rows = [automaton.start @ block for block in enter]            # a_k = e A_k
+    columns = [block @ ends for block in leave]                    # b_k = D_k ends
+    left, right = rows[0] @ resolvent, resolvent @ columns[0]      # a0 R, R b0
+    left1, right1 = rows[1] @ resolvent, resolvent @ columns[1]    # a1 R, R b1
+    turn = resolvent @ (inside[1] @ right)                         # R C1 R b0
+    value = left @ columns[0]
+    slope = left1 @ columns[0] + q * (left @ inside[1]) @ right + left @ columns[1]
+    curvature = (rows[2] @ right + left @ columns[2] + q * (left @ inside[2]) @ right
+                 + 2.0 * q * q * (left @ inside[1]) @ turn
+                 + 2.0 * (q * (left1 @ inside[1]) @ right + left1 @ columns[1]
+                          + q * (left @ inside[1]) @ right1))
+    singles = [automaton.start @ block @ ends for block in single]
+    return tuple(law.p * (one + q * many) for one, many in
+                 zip(singles, (value, slope, curvature)))
 
   def _kinds(weights):
     return (weights[:4 * groups].reshape(4, groups) if layout.positions == "first_last"
