@@ -21,7 +21,7 @@ from ml_collections import config_flags
 
 from experiments import cli, common
 from lagjax.analysis import atlas
-from lagjax.data import regular
+from lagjax.data import languages, regular
 
 _CONFIG = config_flags.DEFINE_config_file("config")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/atlas", "Output folder.")
@@ -39,7 +39,7 @@ def validate(config):
     raise ValueError(f"config.steps must be >= 4 and a multiple of config.record_every; got "
                      f"{config.steps} and {config.record_every}.")
   try:
-    return [atlas.language_from_spec(spec) for spec in config.languages]
+    return [languages.from_spec(spec) for spec in config.languages]
   except (ValueError, TypeError) as error:
     raise ValueError(f"config.languages: {error}") from error
 

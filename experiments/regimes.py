@@ -59,9 +59,18 @@ def d_values(config) -> np.ndarray:
   return np.unique(np.round(np.geomspace(d_min, grid.d_max, grid.num)).astype(int))
 
 
+REGIME_LANGUAGES = ("occurrence", "any_of")
+
+
 def validate(config) -> np.ndarray:
   """Checks every field before any compute; returns the d grid."""
-  lj.validation.check_choice("config.language", config.language, ("occurrence", "any_of"))
+  if config.language not in REGIME_LANGUAGES:
+    known = sorted(lj.languages.LANGUAGES)
+    raise ValueError(
+        f"config.language must be one of {REGIME_LANGUAGES}: the exact regime laws "
+        f"(docs/theory.md §8) need one invariant Δ, which these families have; got "
+        f"{config.language!r}. Every registered language ({', '.join(known)}) runs in "
+        f"experiments.sweep, e.g. --config.language=even_pairs --config.d_list='(2,)'.")
   lj.validation.check_risk_threshold("config.eps (ε)", config.eps)
   lj.validation.check_positive("config.eta3", config.eta3)
   lj.validation.check_real("config.fit_rtol", config.fit_rtol, minimum=0.0, strict=True)

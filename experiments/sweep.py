@@ -114,8 +114,12 @@ def config_table(config) -> dict[str, np.ndarray]:
 
 
 def config_language(config, d: int) -> lj.Language:
-  """The config's language at alphabet size d."""
-  return lj.languages.make(config.language, d, config.letters)
+  """The config's language at alphabet size d: any registered name, with integer arguments
+  after a colon ('tomita:3'); config.letters go to the families that take them."""
+  try:
+    return lj.languages.from_spec(config.language, d, letters=tuple(config.letters))
+  except ValueError as error:
+    raise ValueError(f"config.language / config.d_list: {error}") from None
 
 
 def prepare_workdir(workdir: str, config_json: str, overwrite: bool) -> None:

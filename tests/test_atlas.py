@@ -35,4 +35,4 @@ def test_atlas_runs_equal_lj_train():
 def test_star_free_built_ins(name, star_free):
   """Counting modulo k (parity, Tomita 3/5/6, cycle navigation, mod_count) is not
   first-order definable; the rest are (e.g. Tomita 7 = 0*1*0*1*)."""
-  assert regular.is_star_free(atlas.language_from_spec(name)) is star_free
+  assert regular.is_star_free(lj.languages.from_spec(name)) is star_free

@@ -36,6 +36,7 @@ def test_tiny_run_writes_every_output(tmp_path):
 @pytest.mark.parametrize("override, field", [
     ("--config.d_grid.num=0", "config.d_grid.num"),
     ("--config.d_grid.d_min=1", "config.d_grid.d_min"),
+    ("--config.language=even_pairs", "config.language must be one of ('occurrence', 'any_of')"),
 ])
 def test_bad_config_names_the_field(tmp_path, override, field):
   result = run(override, workdir=tmp_path)

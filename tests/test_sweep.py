@@ -255,12 +255,31 @@ def test_binary_writes_outputs_and_refuses_other_config(tmp_path):
                           r"starting risk"),
     ("steps_list", (), "steps_list"),
     ("chunk_size", 0, "chunk_size"),
+    ("language", "even_pairs", r"^config.language / config.d_list: language 'even_pairs' has "
+                               r"alphabet size 2; got d = 50.$"),
+    ("language", "tomita:x", r"config.language .*arguments after ':' must be integers"),
+    ("language", "tomita", r"config.language .*'tomita' does not take these arguments"),
+    ("language", "nope", r"config.language .*unknown language 'nope'; known languages: "
+                         r"\[.*'even_pairs'"),
 ])
 def test_validation_names_the_field(field, value, message):
   config = phase_diagram.get_config()
   config[field] = value
   with pytest.raises(ValueError, match=message):
     sweep_binary.validate(config)
+
+
+def test_any_registered_language_by_name():
+  """A regular language by its spec passes validation at its own alphabet size and reaches
+  the exact transfer route; occurrence keeps config.letters."""
+  config = phase_diagram.get_config()
+  config.language, config.d_list = "tomita:3", (2,)
+  sweep_binary.validate(config)
+  lang = sweep_binary.config_language(config, 2)
+  assert lang.describe().startswith("tomita[k=3]")
+  assert lj.risk.resolve_route(lang, "squared", "auto") == "transfer"
+  config.language, config.letters = "occurrence", (3,)
+  assert sweep_binary.config_language(config, 5).letters == (3,)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -17,7 +17,9 @@ def grid(start, stop, num, scale="log", points=()):
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
-  config.language = "occurrence"     # occurrence | any_of | all_of
+  # Any registered language: occurrence | any_of | all_of (letters below), or a regular one
+  # such as even_pairs, parity, 'tomita:3', 'dyck:2' (alphabet {0, 1}: d_list=(2,)).
+  config.language = "occurrence"
   config.letters = (0,)
   config.d_list = (50,)
   config.loss = "squared"

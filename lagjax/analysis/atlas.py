@@ -61,15 +61,6 @@ class Settings:
   epsilon: float = 0.01
 
 
-def language_from_spec(spec: str) -> languages.Language:
-  """'name' or 'name:arg,arg' (integers) -> lj.languages.make(name, *args); contains takes
-  its word as one tuple."""
-  name, _, args = spec.partition(":")
-  values = [int(a) for a in args.split(",")] if args else []
-  return languages.make(name, tuple(values)) if name == "contains" else languages.make(
-      name, *values)
-
-
 class Automata:
   """Languages padded to common (d, Q) and stacked: letters (L, d, Q, Q), accepting (L, Q),
   start (L, Q), geometric p (L,)."""
@@ -249,5 +240,4 @@ def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=
   return rows
 
 
-__all__ = ["Automata", "LAYOUTS", "PLAN_NAMES", "Settings", "language_from_spec",
-           "plan_grid", "run"]
+__all__ = ["Automata", "LAYOUTS", "PLAN_NAMES", "Settings", "plan_grid", "run"]

@@ -22,12 +22,14 @@ is missing (lagjax/risk/__init__.py), so no code branches on a family's name:
   it accepts w (the transfer route, docs/theory.md §3d).
 
 Families register a factory under a name (`register`); `make(name, ...)` builds
-one. A new family is one module with its class and a `register` call.
+one, and `from_spec("tomita:3", d)` builds one from the string a config gives. A new
+family is one module with its class and a `register` call.
 """
 
 from __future__ import annotations
 
 import abc
+import inspect
 from collections.abc import Callable
 
 import numpy as np
@@ -178,10 +180,46 @@ def make(name: str, *args, **options) -> Language:
   return LANGUAGES[name](*args, **options)
 
 
+def from_spec(spec: str, d: int | None = None, **options) -> Language:
+  """Builds a registered language from a spec 'name' or 'name:arg,arg' (integer arguments;
+  `contains` takes them as its word), as configs name them.
+
+  A family that takes an alphabet size (a parameter `d`) is built at `d`; with any other
+  family, `d`, when given, must equal its alphabet size. `options` (letters=, pi=,
+  length=) go to the families that take them.
+
+  Raises:
+    ValueError: on an unknown name, a non-integer argument, arguments the family does not
+      take, or an alphabet size other than `d` (one line each, naming the spec).
+  """
+  name, _, args = str(spec).partition(":")
+  if name not in LANGUAGES:
+    raise ValueError(f"unknown language {name!r}; known languages: {sorted(LANGUAGES)}.")
+  try:
+    values = [int(a) for a in args.split(",")] if args else []
+  except ValueError:
+    raise ValueError(f"language {spec!r}: arguments after ':' must be integers separated by "
+                     f"commas, e.g. 'tomita:3'.") from None
+  factory = LANGUAGES[name]
+  accepted = inspect.signature(factory).parameters
+  takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+  if d is not None and "d" in accepted:
+    options["d"] = int(d)
+  options = {k: v for k, v in options.items() if k in accepted or takes_any}
+  try:
+    lang = factory(*values, **options)
+  except TypeError as error:
+    raise ValueError(f"language {spec!r} does not take these arguments "
+                     f"({error}); its signature is {name}{inspect.signature(factory)}.") from None
+  if d is not None and lang.d != d:
+    raise ValueError(f"language {spec!r} has alphabet size {lang.d}; got d = {d}.")
+  return lang
+
+
 # The families' constructors, so that lj.languages.regular(...) and lj.languages.make(...)
 # reach every family from one place. Imported last: those modules import this one.
 from lagjax.data import regular_builtins  # noqa: E402, F401 (registers the built-ins)
 from lagjax.data.regular import regular  # noqa: E402
 
 __all__ = ["LANGUAGES", "AutomatonLabels", "Language", "PresenceLabels", "check_language",
-           "make", "missing", "presence_rate", "regular", "register"]
+           "from_spec", "make", "missing", "presence_rate", "regular", "register"]
