@@ -30,14 +30,20 @@ def fail(message: str, status: int = 2):
   sys.exit(status)
 
 
-def _config_path(argv) -> str | None:
-  """The value of --config in argv, if given."""
+def _config_value(argv) -> str | None:
+  """The value of --config in argv, if given ('path' or 'path:variant')."""
   for i, arg in enumerate(argv):
     if arg.startswith(f"--{CONFIG_FLAG}="):
       return arg.split("=", 1)[1]
     if arg == f"--{CONFIG_FLAG}" and i + 1 < len(argv):
       return argv[i + 1]
   return None
+
+
+def _config_path(argv) -> str | None:
+  """The config file of --config (without a ':variant' suffix), if given."""
+  value = _config_value(argv)
+  return None if value is None else value.split(":", 1)[0]
 
 
 def _overrides(argv) -> list[tuple[str, str]]:
@@ -59,11 +65,11 @@ def _fields(config, prefix: str = "") -> list[str]:
   return paths
 
 
-def _load_config(path: str):
+def _load_config(path: str, variant: str):
   spec = importlib.util.spec_from_file_location("lagjax_user_config", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return module.get_config()
+  return module.get_config(variant) if variant else module.get_config()
 
 
 def explain_parse_error(argv, error: Exception) -> str:
@@ -73,10 +79,11 @@ def explain_parse_error(argv, error: Exception) -> str:
     return f"--{CONFIG_FLAG} is required: the path of a config file, e.g. experiments/configs/*.py."
   if not os.path.isfile(path):
     return f"--{CONFIG_FLAG} {path}: no such file."
+  variant = _config_value(argv).partition(":")[2]
   try:
-    fields = _fields(_load_config(path))
+    fields = _fields(_load_config(path, variant))
   except Exception as load_error:  # noqa: BLE001 (a user's config may fail in any way)
-    return f"--{CONFIG_FLAG} {path} does not load: {type(load_error).__name__}: {load_error}"
+    return f"--{CONFIG_FLAG} {_config_value(argv)} does not load: {load_error}"
   overrides = _overrides(argv)
   for field, arg in overrides:
     if field not in fields:

@@ -44,8 +44,6 @@ def main(argv):
   common.setup_jax()
   common.writable_workdir(_WORKDIR.value)
   config = _CONFIG.value
-  if config.quick:
-    protocol.quick(config)
   protocol.validate(config)
   validation_key, test_key = jax.random.split(jax.random.key(config.seed))
   rows, joint_lags, lengths = [], {}, {}

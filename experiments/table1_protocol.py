@@ -49,13 +49,14 @@ MODELS = {"transformer": ("occurrence", "or", "and", "even_pairs", "icl_bigram")
 
 
 def quick(config) -> None:
-  """The CI smoke version: small width, few steps and seeds."""
+  """The CI smoke variant (configs/table1.py:quick): small width, few steps and seeds; applied
+  when the config is built, before the command line's overrides."""
   config.width, config.batch_size, config.records, config.test_size = 6, 16, 4, 128
   config.validation_seeds, config.num_seeds = 1, 2
   config.attention_multipliers = (1.0, 100.0)
   for name, settings in config.task_settings.items():
     settings.steps = 20
-    settings.eta_grid = settings.eta_grid[1:2]
+    settings.eta_grid = settings.eta_grid[1:2] or settings.eta_grid[:1]
     if name == "icl_bigram":
       settings.k, settings.mean_length, settings.max_len = 4, 8, 16
     elif name == "even_pairs":

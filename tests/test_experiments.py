@@ -114,7 +114,7 @@ def test_table1_quick_smoke(tmp_path):
   workdir = tmp_path / "table1"
   result = subprocess.run(
       [sys.executable, "-m", "experiments.table1", "--config",
-       str(REPO / "experiments/configs/table1.py"), "--config.quick=True",
+       str(REPO / "experiments/configs/table1.py") + ":quick",
        "--config.tasks=('occurrence', 'icl_bigram', 'slr')",
        "--config.attention_variants=('direct',)",
        "--config.plans=('joint', 'three_phase')", "--workdir", str(workdir)],
@@ -385,3 +385,20 @@ def test_atlas_bad_config_is_one_line(tmp_path, override, message):
   assert result.returncode == 2
   assert (result.stdout + result.stderr).strip() == message
   assert not workdir.exists()
+
+
+@pytest.mark.parametrize("variant, override, message", [
+    (":quick", "--config.num_seeds=-1",
+     "config.num_seeds must be an integer >= 1; got -1."),
+    (":fast", "--config.num_seeds=2",
+     "unknown config variant 'fast' of table1.py; allowed: quick"),
+])
+def test_table1_variant_keeps_the_command_line(tmp_path, variant, override, message):
+  """The quick variant is built before the overrides, so a bad num_seeds is refused in it as
+  in the full config (it used to run with 2 seeds); an unknown variant is named."""
+  args = [sys.executable, "-m", "experiments.table1", "--config",
+          f"experiments/configs/table1.py{variant}", override, f"--workdir={tmp_path / 't'}"]
+  result = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+  assert result.returncode == 2
+  assert message in (result.stdout + result.stderr).strip().splitlines()[-1]
+  assert len((result.stdout + result.stderr).strip().splitlines()) == 1
