@@ -9,10 +9,7 @@ metadata.json to --workdir.
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
-import sys
 import time
 
 import numpy as np
@@ -58,18 +55,18 @@ def main(argv):
                             iterations=config.iterations, epsilon=config.epsilon)
   names = [spec.replace(":", "_").replace(",", "_") for spec in config.languages]
   star_free = [regular.is_star_free(lang) for lang in langs]
-  started = time.time()
+  started, started_utc = time.time(), common.utc_now()
   results = {}
   for k, layout in enumerate(config.layouts):
     print(f"[{k + 1}/{len(config.layouts)}] layout {layout} ({time.time() - started:.0f} s)",
           flush=True)
     results[layout] = atlas.run(langs, atlas.LAYOUTS[layout], settings,
                                 progress=lambda message: print(message, flush=True))
-    write(workdir, results, langs, names, star_free, settings, started)
+    write(workdir, results, langs, names, star_free, settings, started, config, started_utc)
   print(f"wrote {workdir} in {time.time() - started:.0f} s", flush=True)
 
 
-def write(workdir, results, langs, names, star_free, settings, started):
+def write(workdir, results, langs, names, star_free, settings, started, config, started_utc):
   """atlas.csv, atlas.md, heatmap.png and metadata.json for the layouts finished so far."""
   rows = []
   for layout, table in results.items():
@@ -97,12 +94,12 @@ def write(workdir, results, langs, names, star_free, settings, started):
             "\n\n")
     f.write("## Comparison with Huang, Liang & Yang (ICML 2025)\n\n" + comparisons + "\n\n")
     f.write("## All rows\n\n" + common.markdown_table(rows) + "\n")
-  with open(os.path.join(workdir, "metadata.json"), "w") as f:
-    json.dump({"command_line": shlex.join(sys.argv), "seconds": round(time.time() - started, 1),
-               "layouts_finished": list(results),
-               "settings": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
-               "languages": {name: lang.describe() for name, lang in zip(names, langs)}},
-              f, indent=2, default=str)
+  common.write_metadata(
+      workdir, config, started_utc, seconds=round(time.time() - started, 1),
+      layouts_finished=list(results),
+      settings={k: getattr(settings, k) for k in settings.__dataclass_fields__},
+      languages={name: {"language": lang.describe(), "length_law": str(lang.length)}
+                 for name, lang in zip(names, langs)})
 
 
 def huang_liang_yang(results, names, settings) -> str:

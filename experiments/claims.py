@@ -117,12 +117,13 @@ def plot_kqv(direct, kqv, d, path):
 def main(argv):
   del argv
   common.setup_jax()
-  common.writable_workdir(_WORKDIR.value)
   config = _CONFIG.value
   try:
     languages = {d: lj.languages.make(config.language, d, config.letters) for d in config.d_list}
   except ValueError as error:
     raise app.UsageError(str(error)) from error
+  common.writable_workdir(_WORKDIR.value)
+  started_utc = common.utc_now()
   rows, all_runs, floors = [], {}, {}
   for d, lang in languages.items():
     floors[d] = output_only_floor(lang)
@@ -147,7 +148,10 @@ def main(argv):
   print(f"d={d0:4d} joint (KQV form)   risk {float(kqv.risk[-1]):.3e}  error "
         f"{float(kqv.error[-1]):.3e}")
   plot_kqv(all_runs[d0]["joint"], kqv, d0, os.path.join(_WORKDIR.value, "kqv_vs_direct.png"))
-  print(f"wrote {md_path}, {csv_path} and figures in {_WORKDIR.value}")
+  common.write_metadata(_WORKDIR.value, config, started_utc,
+                        languages={d: {"language": lang.describe(), "length_law": str(lang.length)}
+                                   for d, lang in languages.items()})
+  print(f"wrote {md_path}, {csv_path}, figures and metadata.json in {_WORKDIR.value}")
 
 
 if __name__ == "__main__":

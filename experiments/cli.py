@@ -21,6 +21,21 @@ from absl import app, flags
 from ml_collections import config_dict
 
 CONFIG_FLAG = "config"
+# The latest (done, total, unit) of the running binary's progress, for the Ctrl-C line.
+_progress: dict = {}
+
+
+def note_progress(done: int, total: int, unit: str) -> None:
+  """Records how far the binary is (common.progress_reporter calls it on every update)."""
+  _progress.update(done=done, total=total, unit=unit)
+
+
+def interrupted_message() -> str:
+  """The Ctrl-C line: how far the run got, and that rerunning resumes it."""
+  where = (f" after {_progress['done']} of {_progress['total']} {_progress['unit']}"
+           if _progress else "")
+  return (f"interrupted{where}. Finished work is kept in the workdir; rerun the same command "
+          "to resume.")
 
 
 def fail(message: str, status: int = 2):
@@ -114,10 +129,9 @@ def run(main) -> None:
     except app.UsageError as error:
       fail(str(error))
     except KeyboardInterrupt:
-      fail("interrupted. Finished work is kept in the workdir; rerun the same command to "
-           "resume.", status=130)
+      fail(interrupted_message(), status=130)
 
   app.run(guarded, flags_parser=parse)
 
 
-__all__ = ["explain_parse_error", "fail", "run"]
+__all__ = ["explain_parse_error", "fail", "interrupted_message", "note_progress", "run"]

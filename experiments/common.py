@@ -4,8 +4,15 @@ workdir, output files, progress."""
 from __future__ import annotations
 
 import csv
+import datetime
+import hashlib
+import importlib.metadata
+import json
 import logging
 import os
+import platform
+import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -14,6 +21,8 @@ import jax
 import tqdm
 from absl import app
 from absl import logging as absl_logging
+
+from experiments import cli
 
 CACHE_ENV = "LAGJAX_COMPILATION_CACHE"
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "lagjax", "xla")
@@ -91,6 +100,61 @@ def markdown_table(rows: list[dict]) -> str:
   return "\n".join(lines) + "\n"
 
 
+def utc_now() -> str:
+  return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _git(*args: str) -> str | None:
+  try:
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
+                          cwd=os.path.dirname(__file__)).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return None
+
+
+def git_dirty() -> bool | None:
+  """Whether the checkout has uncommitted changes to tracked files (None: not a git checkout)."""
+  status = _git("status", "--porcelain", "--untracked-files=no")
+  return None if status is None else bool(status)
+
+
+def json_of(config) -> str:
+  """The config as the JSON that metadata.json and the sweep's workdir check record."""
+  return config.to_json_best_effort(sort_keys=True, indent=2)
+
+
+def write_metadata(workdir: str, config, started_utc: str, **fields) -> dict:
+  """Writes workdir/metadata.json: the config and its hash, when and how the run was started
+  (UTC time, command line), the code (git commit, whether the checkout was dirty, package
+  versions, Python), and the binary's own `fields`. Returns the dict."""
+  config_json = json_of(config)
+  metadata = {
+      "config": json.loads(config_json),
+      "config_sha256": hashlib.sha256(config_json.encode()).hexdigest(),
+      "started_utc": started_utc, "finished_utc": utc_now(),
+      "command_line": shlex.join(sys.argv),
+      "git_commit": _git("rev-parse", "HEAD") or "unknown", "git_dirty": git_dirty(),
+      "versions": {p: importlib.metadata.version(p) for p in
+                   ("lagjax", "jax", "jaxlib", "optax", "numpy", "ml-collections")},
+      "python": platform.python_version(), **fields}
+  with open(os.path.join(workdir, "metadata.json"), "w") as f:
+    json.dump(metadata, f, indent=2, default=str)
+  return metadata
+
+
+class StartAware:
+  """Wraps a progress(done, total) callback and keeps the first `done` it sees: the work a
+  resumed run found finished on disk (done_at_start)."""
+
+  def __init__(self, progress):
+    self.progress, self.done_at_start = progress, None
+
+  def __call__(self, done: int, total: int) -> None:
+    if self.done_at_start is None:
+      self.done_at_start = done
+    self.progress(done, total)
+
+
 def progress_reporter(unit: str, *, quiet: bool = False, stream=None):
   """A progress(done, total) callback: a tqdm bar on a terminal, else absl INFO lines.
 
@@ -105,6 +169,7 @@ def progress_reporter(unit: str, *, quiet: bool = False, stream=None):
 
     def render_bar(done: int, total: int) -> None:
       nonlocal bar
+      cli.note_progress(done, total, unit)
       if bar is None:
         bar = tqdm.tqdm(total=total, initial=done, unit=f" {unit}", file=stream,
                         dynamic_ncols=True)
@@ -118,6 +183,7 @@ def progress_reporter(unit: str, *, quiet: bool = False, stream=None):
 
   def log_lines(done: int, total: int) -> None:
     nonlocal start, first, last_tenth
+    cli.note_progress(done, total, unit)
     if start is None:
       start, first = time.perf_counter(), done
     tenth = 10 * done // max(total, 1)

@@ -369,6 +369,7 @@ def main(argv):
   except ValueError as error:
     raise app.UsageError(str(error)) from error
   workdir = common.writable_workdir(_WORKDIR.value)
+  started_utc = common.utc_now()
   start = time.time()
   rows, by_d = regime_rows(config, ds)
   for d in set(config.collapse_d) | set(config.boundary_d):  # the figures' d, once each
@@ -408,9 +409,11 @@ def main(argv):
   print(common.markdown_table([{k: r[k] for k in ("d", "b", "c", "delta_eps", "eta1_max",
                                                    "paper_margin")} for r in rows]))
   print(common.markdown_table(fits))
+  common.write_metadata(workdir, config, started_utc, seconds=wall, timings=timings,
+                        length_law=str(language(config, int(ds[0])).length) + " (at d_min)")
   print(f"{len(ds)} d values in {timings['regimes']:.1f} s, lengths {timings['lengths']:.1f} s, "
         f"total {wall:.1f} s; wrote regimes.csv/.md, collapse.png, boundary.png, "
-        f"lengths.csv/.md/.png, kqv.csv/.md/.png in {workdir}")
+        f"lengths.csv/.md/.png, kqv.csv/.md/.png, metadata.json in {workdir}")
 
 
 if __name__ == "__main__":

@@ -44,10 +44,11 @@ def success_rate(config, d, n_samples, key):
 def main(argv):
   del argv
   common.setup_jax()
-  common.writable_workdir(_WORKDIR.value)
   config = _CONFIG.value
   if config.num_seeds < 1 or config.error_threshold < 0:
     raise app.UsageError("num_seeds must be >= 1 and error_threshold >= 0.")
+  common.writable_workdir(_WORKDIR.value)
+  started_utc = common.utc_now()
   rows = []
   key = jax.random.key(config.seed)
   for d in config.d_list:
@@ -74,7 +75,8 @@ def main(argv):
   fig.tight_layout()
   path = os.path.join(_WORKDIR.value, "sample_complexity.png")
   fig.savefig(path, dpi=120)
-  print(f"wrote {path}")
+  common.write_metadata(_WORKDIR.value, config, started_utc)
+  print(f"wrote {path} and metadata.json")
 
 
 if __name__ == "__main__":

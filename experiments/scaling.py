@@ -32,6 +32,7 @@ def main(argv):
   except ValueError as error:
     raise app.UsageError(str(error)) from error
   workdir = common.writable_workdir(_WORKDIR.value)
+  started_utc = common.utc_now()
 
   def log(message):
     print(message, flush=True)
@@ -77,6 +78,7 @@ def main(argv):
   with open(os.path.join(workdir, "scaling.md"), "w") as f:
     f.write(protocol.summary(config, timing, eta_rows, lag_rows, fits, regime_rows,
                              sample_rows, models))
+  common.write_metadata(workdir, config, started_utc, timing=timing)
   log(f"wrote {workdir} (" + ", ".join(f"{k} {v:.0f}s" for k, v in timing.items()) + ")")
 
 

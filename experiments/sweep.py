@@ -14,18 +14,10 @@ every P-th chunk; process 0 waits for all chunks and writes the outputs.
 
 from __future__ import annotations
 
-import datetime
 import functools
-import hashlib
-import importlib.metadata
-import json
 import math
 import os
-import platform
-import shlex
 import shutil
-import subprocess
-import sys
 import time
 
 import jax
@@ -226,24 +218,6 @@ def save_trajectories(results: dict, workdir: str) -> None:
   np.savez(os.path.join(workdir, "trajectories.npz"), **arrays)
 
 
-def _git(*args: str) -> str | None:
-  try:
-    return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
-                          cwd=os.path.dirname(__file__)).stdout.strip()
-  except (OSError, subprocess.CalledProcessError):
-    return None
-
-
-def git_commit() -> str:
-  return _git("rev-parse", "HEAD") or "unknown"
-
-
-def git_dirty() -> bool | None:
-  """Whether the checkout has uncommitted changes to tracked files (None: not a git checkout)."""
-  status = _git("status", "--porcelain", "--untracked-files=no")
-  return None if status is None else bool(status)
-
-
 def use_every_core() -> None:
   """On CPU, one XLA device per core, so chunks shard over every core.
 
@@ -267,45 +241,39 @@ def main(argv):
     jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   try:
     table = config_table(config)
-    config_json = config.to_json_best_effort(sort_keys=True, indent=2)
+    config_json = common.json_of(config)
     prepare_workdir(_WORKDIR.value, config_json, _OVERWRITE.value)
   except ValueError as error:
     raise app.UsageError(str(error)) from error
   workdir = _WORKDIR.value
   reloaded = chunk_store.ChunkStore(workdir).count_finished()
-  started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+  started = common.utc_now()
   start = time.time()
+  progress = common.StartAware(common.progress_reporter("configurations", quiet=_QUIET.value))
   results = sweep.run_sweep(
       table, workdir, functools.partial(config_language, config),
       loss=config.loss, route=config.route, chunk_size=config.chunk_size,
       batch_size=config.batch_size, num_records=config.num_records, max_risk=config.max_risk,
       # Risk paths are 8 bytes per record and row: keep only those the outputs use.
       path_rows=None if config.save_trajectories else plotting.curve_rows(table, config),
-      progress=common.progress_reporter("configurations", quiet=_QUIET.value),
+      progress=progress,
       process_index=jax.process_index(), process_count=jax.process_count())
   wall = time.time() - start
   if results is None:
     return
   csv_path = write_results(results, workdir)
   languages_by_d = {str(d): config_language(config, int(d)) for d in config.d_list}
-  metadata = {
-      "config": json.loads(config_json),
-      "config_sha256": hashlib.sha256(config_json.encode()).hexdigest(),
-      "versions": {p: importlib.metadata.version(p) for p in
-                   ("lagjax", "jax", "jaxlib", "optax", "numpy", "ml-collections")},
-      "started_utc": started, "command_line": shlex.join(sys.argv),
-      "git_commit": git_commit(), "git_dirty": git_dirty(), "python": platform.python_version(),
-      "languages": {d: {"language": lang.describe(), "length_law": str(lang.length)}
-                    for d, lang in languages_by_d.items()},
-      # A resumed run reloads finished chunks: its wall time covers this run only, while
-      # configs_per_second still counts the reloaded configurations.
-      "resumed": reloaded > 0, "chunks_at_start": reloaded,
-      "devices": [str(d) for d in jax.devices()], "process_count": jax.process_count(),
-      "configurations": int(table["plan"].shape[0]), "wall_seconds": wall,
-      "configs_per_second": table["plan"].shape[0] / max(wall, 1e-9),
-  }
-  with open(os.path.join(workdir, "metadata.json"), "w") as f:
-    json.dump(metadata, f, indent=2)
+  computed = int(table["plan"].shape[0]) - (progress.done_at_start or 0)
+  metadata = common.write_metadata(
+      workdir, config, started,
+      languages={d: {"language": lang.describe(), "length_law": str(lang.length)}
+                 for d, lang in languages_by_d.items()},
+      # A resumed run reloads finished chunks: wall time and throughput cover the
+      # configurations this run computed, not the reloaded ones.
+      resumed=reloaded > 0, chunks_at_start=reloaded,
+      devices=[str(d) for d in jax.devices()], process_count=jax.process_count(),
+      configurations=int(table["plan"].shape[0]), configurations_computed=computed,
+      wall_seconds=wall, configs_per_second=computed / max(wall, 1e-9))
   if config.save_trajectories:
     save_trajectories(results, workdir)
   figures = plotting.sweep_figures(results, config, workdir)

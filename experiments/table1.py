@@ -42,9 +42,10 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/table1", "Output folder.")
 def main(argv):
   del argv
   common.setup_jax()
-  common.writable_workdir(_WORKDIR.value)
   config = _CONFIG.value
   protocol.validate(config)
+  common.writable_workdir(_WORKDIR.value)
+  started_utc = common.utc_now()
   validation_key, test_key = jax.random.split(jax.random.key(config.seed))
   rows, joint_lags, lengths = [], {}, {}
   blocks = [(name, attention) for name in config.tasks
@@ -82,7 +83,9 @@ def main(argv):
     write_tables(config, rows, lengths, time.time() - begin, _WORKDIR.value)
   if joint_lags:
     plot_lag_curves(joint_lags, os.path.join(_WORKDIR.value, "lag_curves.png"))
-  print(f"wrote table1.md, table1.csv and lag_curves.png in {_WORKDIR.value} "
+  common.write_metadata(_WORKDIR.value, config, started_utc, seconds=time.time() - begin,
+                        length_laws=lengths)
+  print(f"wrote table1.md, table1.csv, lag_curves.png and metadata.json in {_WORKDIR.value} "
         f"({time.time() - begin:.0f} s of runs)")
 
 

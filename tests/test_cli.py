@@ -34,3 +34,14 @@ def test_a_binary_fails_in_one_line_with_status_2():
   assert result.stderr.splitlines() == [
       "risk_at_zero.py: error: --config.foo=1: experiments/configs/risk_at_zero.py has no "
       "field 'foo'. Its fields: cls, d, language, letters, loss, route."], result.stderr
+
+
+def test_ctrl_c_line_says_how_far_the_run_got():
+  """The progress reporter records (done, total, unit); the Ctrl-C line repeats it."""
+  from experiments import common
+  cli._progress.clear()
+  assert cli.interrupted_message().startswith("interrupted. Finished work is kept")
+  common.progress_reporter("chunks", quiet=True)(3, 8)
+  assert cli.interrupted_message() == ("interrupted after 3 of 8 chunks. Finished work is kept "
+                                       "in the workdir; rerun the same command to resume.")
+  cli._progress.clear()

@@ -6,6 +6,7 @@ and are checked one per test.
 """
 
 import csv
+import json
 import os
 import pathlib
 import subprocess
@@ -55,6 +56,26 @@ def outputs(tmp_path_factory):
 def read_csv(path):
   with open(path, newline="") as f:
     return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("name", ["claims", "sample_complexity"])
+def test_metadata_says_when_how_and_from_what(outputs, name):
+  """metadata.json of a finished run: the config with its hash, UTC start and finish, the
+  command line, the git commit and whether the checkout was dirty, the versions (the sweep,
+  the atlas, Table 1, the regimes and scaling binaries write it through the same
+  common.write_metadata; tests/test_sweep.py checks the sweep's)."""
+  code, text, workdir = outputs[name]
+  assert code == 0, text
+  with open(workdir / "metadata.json") as f:
+    metadata = json.load(f)
+  assert metadata["config"] and len(metadata["config_sha256"]) == 64
+  assert metadata["started_utc"] <= metadata["finished_utc"]
+  assert f"experiments.{name}" in metadata["command_line"] or name in metadata["command_line"]
+  assert "--config.d_list=(5,)" in metadata["command_line"]
+  assert metadata["git_dirty"] in (True, False, None) and metadata["git_commit"]
+  assert set(metadata["versions"]) >= {"lagjax", "jax", "numpy"}
+  if name == "claims":
+    assert "Geometric" in metadata["languages"]["5"]["length_law"]
 
 
 def test_claims(outputs):

@@ -241,13 +241,15 @@ def test_block_path_equals_the_phased_automaton(cls):
 @pytest.mark.parametrize("name", sorted(BUILTINS))
 def test_sampled_route_within_four_standard_errors(name):
   """Each built-in at its default length law, last query + positions + CLS, random θ: the
-  sampled route on 20 000 strings lies within 4 standard errors of the exact value."""
+  sampled route on 5 000 strings lies within 4 standard errors of the exact value (a check
+  of the layouts' sums at the default length laws; enumeration pins them to 1e-12 at fixed
+  lengths)."""
   lang = BUILTINS[name]
   params = random_params(np.random.default_rng(11), lang.d, cls=True, **FULL)
   exact = lj.population_risk(lang, params)
   assert exact.route == "transfer" and exact.details["grid_covered"]
   sampled = lj.population_risk(lang, params, route="sampled", key=jax.random.key(5),
-                               n_samples=20_000)
+                               n_samples=5_000)
   assert abs(sampled.value - exact.value) <= 4 * sampled.details["stderr"], (exact, sampled)
 
 
