@@ -104,7 +104,9 @@ def language(config, d, **options):
 def regime_rows(config, ds) -> tuple[list[dict], dict]:
   """One row per d; also the Regime objects by d."""
   rows, by_d = [], {}
-  for d in ds:
+  progress = common.progress_reporter("alphabet sizes d")
+  for k, d in enumerate(ds):
+    progress(k, len(ds))
     regime = regimes.three_phase_regime(language(config, d), config.eps, eta3=config.eta3)
     paper_delta = float(regime.delta_of(float(d), float(d) ** 2))
     by_d[int(d)] = regime
@@ -116,6 +118,7 @@ def regime_rows(config, ds) -> tuple[list[dict], dict]:
                  "paper_margin": paper_delta / regime.delta_eps,
                  "paper_steps": float(regime.steps_needed(float(d), float(d) ** 2)),
                  "monotone": regime.monotone})
+  progress(len(ds), len(ds))
   return rows, by_d
 
 
@@ -371,6 +374,7 @@ def main(argv):
   workdir = common.writable_workdir(_WORKDIR.value)
   started_utc = common.utc_now()
   start = time.time()
+  print(f"[1/3] exact regimes at {len(ds)} alphabet sizes d", flush=True)
   rows, by_d = regime_rows(config, ds)
   for d in set(config.collapse_d) | set(config.boundary_d):  # the figures' d, once each
     if d not in by_d:
@@ -393,6 +397,7 @@ def main(argv):
             "ε/10 <= R* <= 10ε; at finite T, slow phase-3 directions keep some points off the "
             "T = ∞ curve)\n\n"
             + common.markdown_table(residuals))
+  print(f"[2/3] bounded against unbounded lengths ({time.time() - start:.0f} s)", flush=True)
   lengths_rows, _ = lengths_table(config, workdir)
   common.write_csv(lengths_rows, os.path.join(workdir, "lengths.csv"))
   with open(os.path.join(workdir, "lengths.md"), "w") as f:
@@ -400,6 +405,7 @@ def main(argv):
             f"mean length m, ε = {config.eps:g})\n\n" + LENGTHS_NOTE + "\n"
             + common.markdown_table(lengths_rows))
   timings["lengths"] = time.time() - start - timings["regimes"]
+  print(f"[3/3] the KQV three-phase plan ({time.time() - start:.0f} s)", flush=True)
   kqv_rows, kqv_fits, _ = kqv_table(config, workdir)
   common.write_csv(kqv_rows, os.path.join(workdir, "kqv.csv"))
   with open(os.path.join(workdir, "kqv.md"), "w") as f:

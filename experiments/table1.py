@@ -57,8 +57,9 @@ def main(argv):
     task = built[0]
     lengths[name] = (f"{describe_law(task.length)}, n ≤ {task.max_len} "
                      f"(P(n > {task.max_len}) = {task.truncated_mass:.2g})")
-    results = protocol.run_task(config, name, built, validation_key, test_key,
-                                attention=attention)
+    results = protocol.run_task(
+        config, name, built, validation_key, test_key, attention=attention,
+        progress=common.progress_reporter(f"runs of {name} ({attention})"))
     for plan_row, (chosen, run) in results.items():
       final, ok = protocol.final_scores(run)
       # Seeds that diverged are excluded and counted; with none left the cell is empty.

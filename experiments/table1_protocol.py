@@ -256,25 +256,31 @@ def mean_std(values, ok) -> tuple:
   return (float(values.mean()), float(values.std())) if values.size else ("", "")
 
 
-def evaluate_in_chunks(runner: Callable, keys, data, chunk: int):
+def evaluate_in_chunks(runner: Callable, keys, data, chunk: int, progress=None):
   """runner over rows (R,) in fixed chunks of `chunk` rows (the last padded): one shape, so
-  one compilation, whatever R."""
+  one compilation, whatever R. progress(rows done) after each finished chunk."""
   rows = keys.shape[0]
   padded = -(-rows // chunk) * chunk
   index = np.minimum(np.arange(padded), rows - 1)
   keys, data = keys[index], jax.tree_util.tree_map(lambda x: x[index], data)
-  parts = [runner(keys[i:i + chunk], jax.tree_util.tree_map(lambda x, i=i: x[i:i + chunk], data))
-           for i in range(0, padded, chunk)]
+  parts = []
+  for i in range(0, padded, chunk):
+    parts.append(jax.block_until_ready(
+        runner(keys[i:i + chunk], jax.tree_util.tree_map(lambda x, i=i: x[i:i + chunk], data))))
+    if progress is not None:
+      progress(min(i + chunk, rows))
   return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[:rows], *parts)
 
 
 def run_task(config, name: str, built, validation_key, test_key,
-             make_runner: Callable = make_batched_runner, attention: str = "kqv"):
+             make_runner: Callable = make_batched_runner, attention: str = "kqv",
+             progress: Callable | None = None):
   """Validation then test of every row of task `name` through one compiled runner.
 
   Returns {row: (Candidate chosen, TaskRun of the test seeds)}. Each row's step sizes are
   chosen by the mean final held-out metric over the validation seeds; diverged validation
-  seeds count as the worst score, so a diverging candidate loses.
+  seeds count as the worst score, so a diverging candidate loses. progress(done, total)
+  counts runs (validation and test seeds) after each chunk.
   """
   task, model = built
   settings = config.task_settings[name]
@@ -297,9 +303,13 @@ def run_task(config, name: str, built, validation_key, test_key,
   rows = table_rows(config, attention)
   chunk = config.chunk_size or len(rows) * config.num_seeds
   seeds = config.validation_seeds
+  validation_runs, test_runs = len(found) * seeds, len(rows) * config.num_seeds
+  report = progress or (lambda done, total: None)
+  report(0, validation_runs + test_runs)
   keys = jnp.tile(jax.random.split(validation_key, seeds), (len(found),))
   final, ok = final_scores(evaluate_in_chunks(
-      runner, keys, data([c for c in found for _ in range(seeds)]), chunk))
+      runner, keys, data([c for c in found for _ in range(seeds)]), chunk,
+      lambda done: report(done, validation_runs + test_runs)))
   lower = LOWER_IS_BETTER[task.metric_name]
   scores = np.where(ok, final, np.inf if lower else -np.inf).reshape(len(found), seeds).mean(1)
   scores = scores if lower else -scores
@@ -309,7 +319,8 @@ def run_task(config, name: str, built, validation_key, test_key,
     chosen[row] = found[competing[int(np.argmin(scores[competing]))]]
   keys = jnp.tile(jax.random.split(test_key, config.num_seeds), (len(rows),))
   test = evaluate_in_chunks(
-      runner, keys, data([chosen[row] for row in rows for _ in range(config.num_seeds)]), chunk)
+      runner, keys, data([chosen[row] for row in rows for _ in range(config.num_seeds)]), chunk,
+      lambda done: report(validation_runs + done, validation_runs + test_runs))
   per_row = jax.tree_util.tree_map(
       lambda x: x.reshape(len(rows), config.num_seeds, *x.shape[1:]), test)
   return {row: (chosen[row], jax.tree_util.tree_map(lambda x, i=i: x[i], per_row))
