@@ -44,6 +44,11 @@ def seed_average(results: dict, rows, x_name: str, y_name: str):
   return np.maximum(risk, RISK_FLOOR), diverged.reshape(ys.size, xs.size), xs, ys
 
 
+def symbol(name: str) -> str:
+  """A step-size column as figures write it: eta1 -> η1."""
+  return name.replace("eta", "η")
+
+
 def phase_diagram(results: dict, config, path: str) -> str | None:
   x_name, y_name = config.diagram_axes
   groups = list(diagram_groups(results, (x_name, y_name)))
@@ -61,13 +66,17 @@ def phase_diagram(results: dict, config, path: str) -> str | None:
                     cmap=matplotlib.colors.ListedColormap(["#d62728"]))
     success = np.where(diverged, np.inf, risk) <= config.success_risk
     if success.any() and (~success).any():
-      ax.contour(xs, ys, success.astype(float), levels=[0.5], colors="white", linewidths=1.5)
-    ax.set(xscale="log", yscale="log", xlabel=x_name.replace("eta", "η"),
-           ylabel=y_name.replace("eta", "η"),
+      # Wide and below the exact boundary's red dashes, which it often follows: the white
+      # shows on both sides of the dashes and in their gaps.
+      ax.contour(xs, ys, success.astype(float), levels=[0.5], colors="white", linewidths=3.5,
+                 zorder=2)
+    ax.set(xscale="log", yscale="log", xlabel=symbol(x_name), ylabel=symbol(y_name),
            title=f"{key.plan}, d = {key.d}, T = {key.steps}"
                  + (f", N = {key.n_samples}" if key.n_samples else ""))
     regimes_overlay.draw_boundary(ax, key, config, results["eta3"][rows])  # exact, dashed
-  fig.suptitle(f"white contour: risk ≤ ε = {config.success_risk:g}; red: diverged", fontsize=10)
+  fig.suptitle(f"white contour: grid cells with final risk ≤ ε = {config.success_risk:g}; red "
+               "cells: diverged; red dashes: exact boundary Δ = Δ_ε, red dots: the wall η1_max "
+               "(lj.regimes)", fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=130)
   plt.close(fig)
@@ -98,7 +107,8 @@ def risk_curves(results: dict, config, path: str) -> str | None:
   steps, risks = sweep.risk_paths(results, rows)
   fig, ax = plt.subplots(figsize=(6, 4))
   for row, risk in zip(rows, risks):
-    label = (f"{x_name} = {results[x_name][row]:.3g}, {y_name} = {results[y_name][row]:.3g}"
+    label = (f"{symbol(x_name)} = {results[x_name][row]:.3g}, "
+             f"{symbol(y_name)} = {results[y_name][row]:.3g}"
              + (" (diverged)" if results["diverged"][row] else ""))
     ax.plot(steps, np.maximum(risk, RISK_FLOOR), marker=".", label=label)
   ax.set_xscale("symlog", linthresh=1.0)

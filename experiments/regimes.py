@@ -158,6 +158,9 @@ def fit_rows(rows, rtol) -> list[dict]:
   return out
 
 
+ROUNDOFF_RISK = 1e-13   # float64 roundoff of a risk summed from O(1) terms, with margin
+
+
 def collapse_figure(config, regime_by_d, path) -> list[dict]:
   """Left: sweep-range grids at each collapse d, final risk at T = collapse_steps against Δ,
   with R*(Δ). Right: R*(Δ)/R*(0) against Δ/Δ_ε across d (regime_by_d: the T = ∞ regime of
@@ -192,10 +195,12 @@ def collapse_figure(config, regime_by_d, path) -> list[dict]:
   for d in sorted(set(config.collapse_d) | set(config.boundary_d)):
     regime = regime_by_d[d]
     x = np.linspace(0.0, 3.0, 200)
-    right.plot(x, np.asarray(regime.risk_of_delta(x * regime.delta_eps)) / regime.risk_floor,
+    risk = np.asarray(regime.risk_of_delta(x * regime.delta_eps))
+    # R* is ½βᵀHβ - gᵀβ + ½, a difference of O(1) terms: below ROUNDOFF_RISK it is roundoff.
+    right.plot(x, np.where(risk > ROUNDOFF_RISK, risk, np.nan) / regime.risk_floor,
                label=f"d = {d}")
   right.set(yscale="log", xlabel="Δ / Δ_ε", ylabel="R*(Δ) / R*(0)",
-            title="R*(Δ) on normalised axes")
+            title=f"R*(Δ) on normalised axes (R* < {ROUNDOFF_RISK:g}: roundoff, not drawn)")
   right.legend(fontsize=7)
   fig.tight_layout()
   fig.savefig(path, dpi=130)

@@ -46,7 +46,7 @@ def draw_boundary(ax, key, config, eta3s) -> bool:
     return False
   low, high = ax.get_xlim()
   eta1 = np.geomspace(low, high, 128)
-  ax.plot(eta1, np.asarray(regime.eta2_min(eta1)), ls="--", color="red", lw=1.2,
+  ax.plot(eta1, np.asarray(regime.eta2_min(eta1)), ls="--", color="red", lw=1.2, zorder=3,
           label="exact boundary (lj.regimes)")
   if np.isfinite(regime.eta1_max) and low < regime.eta1_max < high:
     ax.axvline(regime.eta1_max, ls=":", color="red", lw=1.0,

@@ -39,7 +39,7 @@ BUILTINS = {"parity": rb.parity(), "first": rb.first(), "even_pairs": rb.even_pa
             "contains": rb.contains((1, 0, 1)), "occurrence3": rb.occurrence_automaton(3)}
 # Lengths checked: the shortest strings (where first, last and both coincide, or meet with
 # nothing between) and a longer one; test_transfer_route.py checks every n up to 10 on the
-# CLS model. Each evaluation at a traced Fixed(n) squares its matrices 24 times, whatever n.
+# CLS model.
 LENGTHS = {2: (1, 2, 7), 3: (1, 2, 5)}
 LEFT = 38.0 + np.log(10.0)   # one window wide enough for every fixed length up to 10
 
@@ -104,8 +104,8 @@ def fixed_length_route(base):
 @functools.cache
 def padded_route():
   """jit((params, law, automaton) -> ((risk, grid covered), grad)) of the transfer route with
-  a traced Fixed law and the automaton as arrays, so one compilation serves every language
-  of one alphabet size and number of states, and every n."""
+  a static Fixed law (log2 n squarings, not 24) and the automaton as arrays, so one
+  compilation serves every language of one alphabet size and number of states."""
   width = laplace.window_width(BUILTINS["parity"], left=LEFT)
 
   def value_and_grad(params, law, automaton):
@@ -115,7 +115,7 @@ def padded_route():
       return transfer.squared_risk_of(mean_f, mean_f2)[0], covered
     return jax.value_and_grad(risk, has_aux=True)(params)
 
-  return jax.jit(value_and_grad)
+  return jax.jit(value_and_grad, static_argnames="law")
 
 
 @functools.cache
@@ -168,9 +168,12 @@ def test_last_query_and_positions_equal_enumeration(name):
                                                                **FULL))
 
 
-@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: "-".join(map(str, layout.values())))
+@pytest.mark.parametrize("layout", [layout for layout in LAYOUTS if layout["query"] == "cls"
+                                    or layout["positions"] == "none"],
+                         ids=lambda layout: "-".join(map(str, layout.values())))
 def test_every_layout_equals_enumeration_on_even_pairs(layout):
-  """Even pairs (whose label reads the first and the last token), each of the eight layouts,
+  """Even pairs (whose label reads the first and the last token), each of the eight layouts
+  (the last query with position tables in test_last_query_and_positions_equal_enumeration),
   n = 1, 2, 7."""
   base = BUILTINS["even_pairs"]
   evaluate = fixed_length_route(base)
@@ -187,7 +190,7 @@ def test_gradient_equals_central_differences():
   params = random_params(np.random.default_rng(4), 2, cls=True, **FULL)
   route = transfer.build(lang)
   risk = jax.jit(route.risk)
-  grads = jax.grad(route.risk)(params)
+  grads = jax.jit(jax.grad(route.risk))(params)
   h = 1e-5
   for name, value in params.items():
     flat = np.asarray(value, dtype=np.float64).reshape(-1)
@@ -265,7 +268,7 @@ def enumerated_error(lang, n: int, params) -> float:
     ("even_pairs", (1, 2, 5), [layout for layout in LAYOUTS if not layout["cls"]
                                and (layout["query"], layout["positions"]) != ("cls", "none")]),
     ("tomita3", (1, 5), [dict(cls=True, **FULL)]),
-    ("cycle3", (1, 2, 4), [dict(cls=False, **FULL)])])
+    ("cycle3", (1, 3), [dict(cls=False, **FULL)])])
 def test_error_dp_equals_enumeration_on_every_layout(name, lengths, layouts):
   """The DP's exact 0-1 error (tracking the first and last token group) at fixed lengths,
   for random θ, for θ whose only nonzero value table is β_last (f reads the last token

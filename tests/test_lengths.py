@@ -112,3 +112,49 @@ def test_laws_are_hashable_values():
   assert lj.geometric(0.25) == lj.geometric(0.25)
   assert hash(lj.shifted_poisson(2)) == hash(lj.shifted_poisson(2.0))
   assert lj.fixed(3) != lj.fixed(4)
+
+
+class UserFixed:
+  """A length law written by a user (no lagjax base class): every string has length 3."""
+
+  mean = 3.0
+
+  def log_pmf(self, n):
+    return jax.numpy.where(n == 3, 0.0, -jax.numpy.inf)
+
+  def sample(self, key, shape):
+    del key
+    return jax.numpy.full(shape, 3, dtype=jax.numpy.int64)
+
+  def tail(self, n_max):
+    return 1.0 if n_max < 3 else 0.0
+
+  def pgf(self, z):
+    return z ** 3
+
+  def pgf_d1(self, z):
+    return 3 * z ** 2
+
+  def pgf_d2(self, z):
+    return 6 * z
+
+
+def test_a_users_own_length_law_is_accepted_and_exact():
+  """A law with the required methods needs no lagjax base class: occurrence with it has the
+  same positive rate and exact risk as with lj.fixed(3) (same sums, to roundoff)."""
+  mine, ours = lj.occurrence(4, length=UserFixed()), lj.occurrence(4, length=lj.fixed(3))
+  assert mine.positive_rate() == pytest.approx(ours.positive_rate(), abs=1e-15)
+  theta = {"alpha": np.array([0.3, -0.2, 0.1, 0.0]), "beta": np.array([0.5, -0.4, 0.2, -0.1])}
+  assert lj.population_risk(mine, theta).value == pytest.approx(
+      lj.population_risk(ours, theta).value, abs=1e-14)
+
+
+def test_a_law_without_the_required_methods_is_named():
+  class Half:
+    mean = 3.0
+
+    def log_pmf(self, n):
+      return 0.0
+
+  with pytest.raises(ValueError, match=r"length must be a length law .*which lacks sample, tail"):
+    lj.occurrence(4, length=Half())

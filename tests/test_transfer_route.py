@@ -274,7 +274,7 @@ def test_class_balanced_risk_equals_enumeration():
   for n in (3, 5):
     lang = dataclasses.replace(BUILTINS["even_pairs"], length=lj.fixed(n))
     params = random_params(rng, 2, cls=True)
-    value = float(transfer.build(lang, cls=True, class_weights="balanced").risk(params))
+    value = float(jax.jit(transfer.build(lang, cls=True, class_weights="balanced").risk)(params))
     strings, y, _ = labelled_strings(lang, n)
     counts = np.stack([(strings == x).sum(1) for x in range(2)], axis=1)
     u, u0 = np.exp(np.asarray(params["alpha"])), float(np.exp(params["alpha_cls"]))
@@ -285,7 +285,7 @@ def test_class_balanced_risk_equals_enumeration():
     assert abs(value - expected) <= TOL, (n, value, expected)
   parity = BUILTINS["parity"]
   params = random_params(rng, 2, cls=False)
-  balanced = transfer.build(parity, class_weights="balanced").risk(params)
-  assert abs(float(balanced) - float(transfer.build(parity).risk(params))) <= TOL
+  balanced = jax.jit(transfer.build(parity, class_weights="balanced").risk)(params)
+  assert abs(float(balanced) - float(jax.jit(transfer.build(parity).risk)(params))) <= TOL
   with pytest.raises(ValueError, match=r"^class_weights must be one of \('population'"):
     transfer.build(parity, class_weights="equal")

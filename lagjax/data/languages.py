@@ -154,10 +154,15 @@ def check_pi(d: int, pi) -> tuple[float, ...]:
 
 
 def check_length(length) -> lengths_lib.LengthLaw:
-  if not isinstance(length, lengths_lib.Geometric | lengths_lib.Fixed | lengths_lib.ShiftedPoisson):
+  """A length law: a built-in one, or any object with the methods of lengths.REQUIRED (a law
+  of your own; the exact routes also call its pgf or matrix_pgf methods, see
+  lagjax/data/lengths.py)."""
+  missing = [name for name in lengths_lib.REQUIRED if not hasattr(length, name)]
+  if missing:
     raise ValueError(
-        f"length must be a length law (lj.geometric, lj.fixed, lj.shifted_poisson); got {length!r}."
-    )
+        f"length must be a length law (lj.geometric, lj.fixed, lj.shifted_poisson, or an object "
+        f"with {', '.join(lengths_lib.REQUIRED)}); got {length!r}, which lacks "
+        f"{', '.join(missing)}.")
   return length
 
 
@@ -182,7 +187,8 @@ def make(name: str, *args, **options) -> Language:
 
 def from_spec(spec: str, d: int | None = None, **options) -> Language:
   """Builds a registered language from a spec 'name' or 'name:arg,arg' (integer arguments;
-  `contains` takes them as its word), as configs name them.
+  a family whose first parameter is a `word`, such as contains, takes them as one tuple),
+  as configs name them.
 
   A family that takes an alphabet size (a parameter `d`) is built at `d`; with any other
   family, `d`, when given, must equal its alphabet size. `options` (letters=, pi=,
@@ -202,6 +208,8 @@ def from_spec(spec: str, d: int | None = None, **options) -> Language:
                      f"commas, e.g. 'tomita:3'.") from None
   factory = LANGUAGES[name]
   accepted = inspect.signature(factory).parameters
+  if next(iter(accepted), None) == "word":
+    values = [tuple(values)]
   takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
   if d is not None and "d" in accepted:
     options["d"] = int(d)

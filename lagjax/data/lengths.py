@@ -121,13 +121,15 @@ class Fixed:
     return self.n0 * (self.n0 - 1) * z ** jnp.maximum(self.n0 - 2, 0)
 
   def matrix_pgf(self, left, matrix, right):
-    """left·M^n0·right by repeated squaring over the bits of n0 (n0 may be traced)."""
+    """left·M^n0·right by repeated squaring over the bits of n0: as many as n0 has when it is
+    a Python int, MAX_FIXED_LENGTH_BITS when it is traced."""
     def square(bit, carry):
       power, product = carry
       take = (self.n0 >> bit) & 1
       return power @ power, jnp.where(take, product @ power, product)
 
-    _, product = jax.lax.fori_loop(0, MAX_FIXED_LENGTH_BITS, square,
+    bits = self.n0.bit_length() if isinstance(self.n0, int) else MAX_FIXED_LENGTH_BITS
+    _, product = jax.lax.fori_loop(0, bits, square,
                                    (matrix, jnp.eye(matrix.shape[0], dtype=matrix.dtype)))
     return left @ product @ right
 
@@ -190,6 +192,9 @@ class ShiftedPoisson:
 
 
 LengthLaw = Geometric | Fixed | ShiftedPoisson
+# What every law must give (sampling, truncation, the mean); the exact routes also use
+# pgf, pgf_d1, pgf_d2 (Laplace, lattice) or matrix_pgf_derivatives (transfer).
+REQUIRED = ("mean", "log_pmf", "sample", "tail")
 
 
 @jax.custom_jvp

@@ -243,8 +243,7 @@ def all_of_automaton(d: int, letters: Sequence[int], *, pi=None,
 for _name, _factory in [
     ("parity", parity), ("first", first), ("even_pairs", even_pairs), ("tomita", tomita),
     ("dyck", dyck), ("cycle_navigation", cycle_navigation), ("mod_count", mod_count),
-    ("contains", lambda *word, d=2, **options: contains(word, d, **options)),
-    ("occurrence_automaton", occurrence_automaton),
+    ("contains", contains), ("occurrence_automaton", occurrence_automaton),
     ("any_of_automaton", any_of_automaton), ("all_of_automaton", all_of_automaton)]:
   languages.register(_name, _factory)
 
