@@ -311,7 +311,7 @@ def test_tied_training_equals_training_every_token():
   assert float(tied.risk[-1]) < float(tied.risk[0]) - 0.01
   assert tied.alpha.shape == (tied.steps.shape[0], 3 * 4)   # α, α_first, α_last
   last = lj.init_params(4, cls=True, **FULL)
-  assert not lj.train(lang, plan, last).tied
+  assert lj.dynamics.train.choose_partition(lang, last, plan, "auto").num_groups == 4
   with pytest.raises(ValueError, match="tied=True needs .* the CLS query"):
     lj.train(lang, plan, last, tied=True)
 

@@ -12,6 +12,7 @@ scale; 1e-12 relative to it bounds both.
 """
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -77,19 +78,36 @@ LEFT = 38.0 + np.log(10.0)
 
 
 def fixed_length_risk(base, cls: bool):
-  """jit((params, law) -> (risk, grad)) of the transfer route on `base` with length law `law`
-  (a traced Fixed, so one-class lengths are allowed)."""
-  def value_and_grad(params, law):
-    lang = dataclasses.replace(base, length=law)
-    return jax.value_and_grad(transfer.build(lang, cls=cls, left=LEFT).risk)(params)
+  """(params, law) -> (risk, grad) of the transfer route on `base` with length law `law` (a
+  traced Fixed, so one-class lengths are allowed). The automaton is padded with unreachable
+  states to MAX_STATES (exact zeros), so one compilation per (d, cls) serves every language."""
+  del cls  # read from the params' layout
+  letters, accepting, start = transfer.automaton_arrays(base)
+  pad = MAX_STATES - letters.shape[-1]
+  padded = transfer.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
+                              jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
+  return functools.partial(_padded_value_and_grad, automaton=padded)
 
-  return jax.jit(value_and_grad)
+
+@jax.jit
+def _padded_value_and_grad(params, law, automaton):
+  width = laplace.window_width(LANGUAGES["parity"], left=LEFT)
+
+  def risk(theta):
+    mean_f, mean_f2, _, _ = transfer.moments(theta, automaton, law, step=laplace.STEP,
+                                             left=LEFT, width=width)
+    return transfer.squared_risk_of(mean_f, mean_f2)[0]
+  return jax.value_and_grad(risk)(params)
 
 
 def random_language(seed: int):
   table, accepting = random_automaton(np.random.default_rng(seed), 5, 2)
   return regular.regular(table, accepting, length=lj.geometric(0.2), balance=False,
                          name=f"random{seed}")
+
+
+MAX_STATES = max(lang.automaton()[0].shape[0]
+                 for lang in [*BUILTINS.values(), random_language(0), random_language(1)])
 
 
 @pytest.mark.parametrize("name", sorted(BUILTINS) + ["random0", "random1"])
