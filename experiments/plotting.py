@@ -74,9 +74,9 @@ def phase_diagram(results: dict, config, path: str) -> str | None:
            title=f"{key.plan}, d = {key.d}, T = {key.steps}"
                  + (f", N = {key.n_samples}" if key.n_samples else ""))
     regimes_overlay.draw_boundary(ax, key, config, results["eta3"][rows])  # exact, dashed
-  fig.suptitle(f"white contour: grid cells with final risk ≤ ε = {config.success_risk:g}; red "
-               "cells: diverged; red dashes: exact boundary Δ = Δ_ε, red dots: the wall η1_max "
-               "(lj.regimes)", fontsize=9)
+  fig.suptitle(f"white contour: final risk ≤ ε = {config.success_risk:g}; red cells: diverged\n"
+               "red dashes: exact boundary Δ = Δ_ε; red dots: the wall η1_max (lj.regimes)",
+               fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=130)
   plt.close(fig)

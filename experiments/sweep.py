@@ -109,9 +109,14 @@ def config_language(config, d: int) -> lj.Language:
   """The config's language at alphabet size d: any registered name, with integer arguments
   after a colon ('tomita:3'); config.letters go to the families that take them."""
   try:
-    return lj.languages.from_spec(config.language, d, letters=tuple(config.letters))
+    length = lj.lengths.from_spec(config.length) if config.length else None
   except ValueError as error:
-    raise ValueError(f"config.language / config.d_list: {error}") from None
+    raise ValueError(f"config.length: {error}") from None
+  try:
+    return lj.languages.from_spec(config.language, d, letters=tuple(config.letters),
+                                  length=length)
+  except ValueError as error:
+    raise ValueError(f"config.language / config.d_list / config.length: {error}") from None
 
 
 def prepare_workdir(workdir: str, config_json: str, overwrite: bool) -> None:

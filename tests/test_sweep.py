@@ -255,10 +255,14 @@ def test_binary_writes_outputs_and_refuses_other_config(tmp_path):
                           r"starting risk"),
     ("steps_list", (), "steps_list"),
     ("chunk_size", 0, "chunk_size"),
-    ("language", "even_pairs", r"^config.language / config.d_list: language 'even_pairs' has "
-                               r"alphabet size 2; got d = 50.$"),
+    ("language", "even_pairs", r"^config.language / config.d_list / config.length: language "
+                               r"'even_pairs' has alphabet size 2; got d = 50.$"),
     ("language", "tomita:x", r"config.language .*arguments after ':' must be integers"),
     ("language", "tomita", r"config.language .*'tomita' does not take these arguments"),
+    ("length", "poisson:3", r"^config.length: length law 'poisson:3' must be 'geometric:p', "
+                            r"'fixed:n0' or 'shifted_poisson:lam'.$"),
+    ("length", "fixed:x", r"^config.length: length law 'fixed:x': 'x' is not a number"),
+    ("length", "geometric:1.5", r"config.length"),
     ("language", "nope", r"config.language .*unknown language 'nope'; known languages: "
                          r"\[.*'even_pairs'"),
 ])
@@ -280,6 +284,8 @@ def test_any_registered_language_by_name():
   assert lj.risk.resolve_route(lang, "squared", "auto") == "transfer"
   config.language, config.letters = "occurrence", (3,)
   assert sweep_binary.config_language(config, 5).letters == (3,)
+  config.length = "fixed:20"
+  assert sweep_binary.config_language(config, 5).length == lj.fixed(20)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -20,6 +20,9 @@ def get_config() -> ml_collections.ConfigDict:
   # Any registered language: occurrence | any_of | all_of (letters below), or a regular one
   # such as even_pairs, parity, 'tomita:3', 'dyck:2' (alphabet {0, 1}: d_list=(2,)).
   config.language = "occurrence"
+  # The length law: "" for the language's balanced geometric law (p = 1/(d-1) for
+  # occurrence), else 'geometric:0.1', 'fixed:20' or 'shifted_poisson:3.0'.
+  config.length = ""
   config.letters = (0,)
   config.d_list = (50,)
   config.loss = "squared"

@@ -239,6 +239,24 @@ def pgf_derivatives_by_jvp(law, left, matrices, right):
   return value, first, second
 
 
+LAWS = {"geometric": lambda p: Geometric(float(p)), "fixed": lambda n0: Fixed(int(n0)),
+        "shifted_poisson": lambda lam: ShiftedPoisson(float(lam))}
+
+
+def from_spec(spec: str) -> LengthLaw:
+  """A length law from 'geometric:0.1', 'fixed:20' or 'shifted_poisson:3.0', as configs
+  name it; one line naming the spec and the allowed forms otherwise."""
+  name, _, value = str(spec).partition(":")
+  forms = "'geometric:p', 'fixed:n0' or 'shifted_poisson:lam'"
+  if name not in LAWS or not value:
+    raise ValueError(f"length law {spec!r} must be {forms}.")
+  try:
+    number = float(value)
+  except ValueError:
+    raise ValueError(f"length law {spec!r}: {value!r} is not a number; use {forms}.") from None
+  return LAWS[name](number)
+
+
 def geometric(p: float) -> Geometric:
   return Geometric(p)
 
