@@ -168,13 +168,17 @@ def test_last_query_and_positions_equal_enumeration(name):
                                                                **FULL))
 
 
-@pytest.mark.parametrize("layout", [layout for layout in LAYOUTS if layout["query"] == "cls"
-                                    or layout["positions"] == "none"],
+ONE_NEW_PART = [layout for layout in LAYOUTS
+                if (layout["query"] == "cls") != (layout["positions"] == "none")]
+
+
+@pytest.mark.parametrize("layout", ONE_NEW_PART,
                          ids=lambda layout: "-".join(map(str, layout.values())))
 def test_every_layout_equals_enumeration_on_even_pairs(layout):
-  """Even pairs (whose label reads the first and the last token), each of the eight layouts
-  (the last query with position tables in test_last_query_and_positions_equal_enumeration),
-  n = 1, 2, 7."""
+  """Even pairs (whose label reads the first and the last token), n = 1, 2, 7, on the layouts
+  with one new part: position tables or the last query, CLS off and on (the last query with
+  position tables is in test_last_query_and_positions_equal_enumeration, the plain model
+  in test_transfer_route.py)."""
   base = BUILTINS["even_pairs"]
   evaluate = fixed_length_route(base)
   rng = np.random.default_rng(1)

@@ -402,3 +402,14 @@ def test_lattice_weights_and_certified_tail_sum_to_one(name, lang, grouped):
   report = route.report({"alpha": zeros, "beta": zeros})
   assert 0 < float(report["error_bound"]) <= 0.2, name
   assert abs(float(report["risk"]) + float(report["error_bound"]) - 1.0) < 1e-14, name
+
+
+def test_an_overflowing_risk_names_the_parameter():
+  """Finite θ whose risk is not finite in float64 (β ~ 1e300: f² overflows): the result
+  says overflow and names β; a normal θ has no such entry."""
+  lang = lj.occurrence(6)
+  huge = {"alpha": np.zeros(6), "beta": np.full(6, 1e300)}
+  result = lj.population_risk(lang, huge)
+  assert not np.isfinite(result.value)
+  assert "overflows float64: beta reaches |value| 1e+300" in result.details["overflow"]
+  assert "overflow" not in lj.population_risk(lang, lj.init_params(6)).details

@@ -5,6 +5,7 @@ import io
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -127,6 +128,8 @@ def uninterrupted(tmp_path_factory):
 
 
 def test_resume_after_kill_recomputes_nothing(tmp_path, uninterrupted):
+  """SIGKILL mid-sweep, then SIGINT mid-resume (one line, status 130), then a rerun: no
+  finished chunk is recomputed and results.csv equals the uninterrupted run's."""
   workdir = str(tmp_path / "killed")
   process = run_binary(workdir, *GRID)
   chunks = os.path.join(workdir, "chunks")
@@ -140,11 +143,27 @@ def test_resume_after_kill_recomputes_nothing(tmp_path, uninterrupted):
   before = {name: os.stat(os.path.join(chunks, name)).st_mtime_ns
             for name in os.listdir(chunks) if name.endswith(".npz")}
   assert 0 < len(before) < 24 * 24 // 4, "the kill must land mid-sweep"
+  # Ctrl-C in the middle of the resumed run: one line saying how far it got, status 130.
+  process = run_binary(workdir, *GRID)
+  while time.time() < deadline and process.poll() is None:
+    if len(os.listdir(chunks)) >= len(before) + 3:
+      break
+    time.sleep(0.02)
+  process.send_signal(signal.SIGINT)
+  output, _ = process.communicate(timeout=120)
+  assert process.returncode == 130, output[-2000:]
+  errors = [line for line in output.splitlines() if "error" in line]
+  assert len(errors) == 1 and re.fullmatch(
+      r"sweep\.py: error: interrupted after \d+ of 576 configurations\. Finished work is kept "
+      r"in the workdir; rerun the same command to resume\.", errors[0]), errors
+  finished = [name for name in os.listdir(chunks) if name.endswith(".npz") and ".tmp-" not in name]
+  assert len(finished) > len(before)   # the interrupted run kept what it finished
   assert run_binary(workdir, *GRID).wait(timeout=300) == 0
   with open(os.path.join(workdir, "metadata.json")) as f:
     metadata = json.load(f)
-  finished = [name for name in before if ".tmp-" not in name]
   assert metadata["resumed"] is True and metadata["chunks_at_start"] == len(finished)
+  # Each finished chunk holds at least chunk_size = 4 configurations, reloaded, not computed.
+  assert 0 < metadata["configurations_computed"] <= 576 - 4 * len(finished)
   for name, mtime in before.items():
     assert os.stat(os.path.join(chunks, name)).st_mtime_ns == mtime, f"{name} was recomputed"
   assert read_csv(os.path.join(workdir, "results.csv")) == uninterrupted

@@ -166,6 +166,18 @@ def _grouped(lang, theta):
   return partition, direct.group_params(partition, theta)
 
 
+def _result(report: dict, name: str, theta) -> RiskResult:
+  """The RiskResult of a report; a risk that is not finite in float64 although θ is says
+  so in details["overflow"], naming the parameter with the largest magnitude."""
+  value = report.pop("risk")
+  if not math.isfinite(value):
+    key, size = max(((k, float(np.max(np.abs(np.asarray(v))))) for k, v in theta.items()),
+                    key=lambda item: item[1])
+    report["overflow"] = (f"the risk overflows float64: {key} reaches |value| {size:.3g}; "
+                          "values of order 1e150 square to inf")
+  return RiskResult(value, name, report)
+
+
 def _as_floats(report: dict) -> dict:
   return {k: (bool(v) if np.asarray(v).dtype == bool else float(v)) for k, v in report.items()}
 
@@ -194,7 +206,7 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
     key = jax.random.key(0) if key is None else key
     report = _as_floats(sampled.build(key, lang, partition, loss=loss,
                                       n_samples=n_samples).report(grouped))
-    return RiskResult(report.pop("risk"), name, report)
+    return _result(report, name, theta)
   if name in QUADRATURE_ROUTES:
     width = laplace.window_width(lang)
     needed = (laplace.points_needed(lang, grouped) if name == "laplace"
@@ -206,7 +218,7 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
   else:
     options = (("tol", tol),)
   report = _as_floats(_cached_report(lang, partition, loss, name, layout, options)(grouped))
-  return RiskResult(report.pop("risk"), name, report)
+  return _result(report, name, theta)
 
 
 def exact_error(lang: languages.Language, theta, *, tol: float = 1e-12) -> RiskResult | None:
