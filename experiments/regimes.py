@@ -56,7 +56,12 @@ def d_values(config) -> np.ndarray:
                                   integral_floats=True)
   lj.validation.check_int(f"config.d_grid.d_max (>= d_min = {d_min})", grid.d_max, d_min,
                           integral_floats=True)
-  return np.unique(np.round(np.geomspace(d_min, grid.d_max, grid.num)).astype(int))
+  ds = np.unique(np.round(np.geomspace(d_min, grid.d_max, grid.num)).astype(int))
+  if ds.size < 4:
+    raise ValueError(f"config.d_grid must give at least 4 distinct alphabet sizes d (the scaling "
+                     f"fits use 4 or more); num = {grid.num} from d_min = {d_min} to d_max = "
+                     f"{grid.d_max} gives {ds.size}.")
+  return ds
 
 
 REGIME_LANGUAGES = ("occurrence", "any_of")
@@ -71,6 +76,11 @@ def validate(config) -> np.ndarray:
         f"(docs/theory.md §8) need one invariant Δ, which these families have; got "
         f"{config.language!r}. Every registered language ({', '.join(known)}) runs in "
         f"experiments.sweep, e.g. --config.language=even_pairs --config.d_list='(2,)'.")
+  if config.length:
+    try:
+      lj.lengths.from_spec(config.length)
+    except ValueError as error:
+      raise ValueError(f"config.length: {error}") from None
   lj.validation.check_risk_threshold("config.eps (ε)", config.eps)
   lj.validation.check_positive("config.eta3", config.eta3)
   lj.validation.check_real("config.fit_rtol", config.fit_rtol, minimum=0.0, strict=True)
@@ -98,6 +108,9 @@ def validate(config) -> np.ndarray:
 
 
 def language(config, d, **options):
+  """The config's language at alphabet size d, with config.length unless `options` give one."""
+  if config.length and "length" not in options:
+    options["length"] = lj.lengths.from_spec(config.length)
   return lj.languages.make(config.language, int(d), config.letters, **options)
 
 

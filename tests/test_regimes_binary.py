@@ -36,7 +36,9 @@ def test_tiny_run_writes_every_output(tmp_path):
 @pytest.mark.parametrize("override, field", [
     ("--config.d_grid.num=0", "config.d_grid.num"),
     ("--config.d_grid.d_min=1", "config.d_grid.d_min"),
+    ("--config.d_grid.num=3", "config.d_grid must give at least 4 distinct alphabet sizes"),
     ("--config.language=even_pairs", "config.language must be one of ('occurrence', 'any_of')"),
+    ("--config.length=poisson:3", "config.length: length law 'poisson:3' must be"),
 ])
 def test_bad_config_names_the_field(tmp_path, override, field):
   result = run(override, workdir=tmp_path)

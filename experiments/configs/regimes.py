@@ -12,6 +12,9 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.language = "occurrence"     # occurrence | any_of (one invariant Δ)
+  # "" for the balanced geometric law (p = 1/(d-1) for occurrence), else 'geometric:0.1',
+  # 'fixed:20' or 'shifted_poisson:3.0' (the lengths part below sets its own laws).
+  config.length = ""
   config.letters = (0,)
   config.eps = 1e-3                  # ε: success means final squared risk <= ε
   config.eta3 = 1.0                  # phase-3 step size (the paper's)
