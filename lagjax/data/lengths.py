@@ -5,6 +5,12 @@ function G(z) = Σ_n P(n) z^n with G' and G'', its matrix form
 Σ_n P(n) a·Mⁿ·b (for automata, docs/theory.md §3d), its mean G'(1) and its tail
 P(n > N). Laws are frozen dataclasses, so they are hashable and can be static
 arguments of jitted functions.
+
+A length law is a protocol, not a class: any object with `mean`, `log_pmf(n)`,
+`sample(key, shape)` and `tail(n_max)` (REQUIRED) is accepted where a language takes
+`length=`. The exact routes call more: `pgf`, `pgf_d1`, `pgf_d2` (Laplace, lattice) or
+`matrix_pgf_derivatives` (transfer, with `pgf_derivatives_by_jvp` as a ready default
+given `matrix_pgf`). `from_spec('fixed:20')` builds a built-in law from a config string.
 """
 
 from __future__ import annotations
