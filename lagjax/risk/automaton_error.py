@@ -89,8 +89,7 @@ def build(lang: languages.Language, partition: partition_lib.Partition, *, tol: 
     scores, values, _ = transfer.entry_table(params)
     weights = jnp.exp(scores - jax.lax.stop_gradient(scores.max(1, keepdims=True))) * values
     cls = weights[:, -1] if direct.has_cls(params) else jnp.zeros(weights.shape[0])
-    kinds = (weights[:, :4 * groups].reshape(-1, 4, groups) if direct.has_positions(params)
-             else jnp.broadcast_to(weights[:, None, :groups], (weights.shape[0], 4, groups)))
+    kinds = transfer.entry_kinds(weights, groups, direct.has_positions(params))
     rows = jnp.arange(ends) if weights.shape[0] > 1 else jnp.zeros(ends, int)
     return jnp.moveaxis(kinds[rows], 1, 0), cls[rows]
 

@@ -81,6 +81,14 @@ def entry_table(params):
   return scores, values, last_groups
 
 
+def entry_kinds(weights, groups: int, positions: bool):
+  """entry_table's last axis as (..., 4, G): [middle, first, last, both] per token group;
+  without position tables all four kinds are the middle entries."""
+  if positions:
+    return weights[..., :4 * groups].reshape(weights.shape[:-1] + (4, groups))
+  return jnp.broadcast_to(weights[..., None, :groups], weights.shape[:-1] + (4, groups))
+
+
 def points_needed(lang: languages.Language, params, step: float = laplace.STEP) -> int:
   """Lattice points the merged windows of the worst row need, for concrete params."""
   scores, _, _ = entry_table(params)
@@ -167,8 +175,7 @@ def moments(params, automaton: Automaton, law, *, step: float, left: float, widt
                  zip(singles, (value, slope, curvature)))
 
   def _kinds(weights):
-    return (weights[:4 * groups].reshape(4, groups) if layout.positions == "first_last"
-            else jnp.broadcast_to(weights[:groups], (4, groups)))
+    return entry_kinds(weights, groups, layout.positions == "first_last")
 
   def at_node(decay, first, second, last_groups):
     """F'(0) = (E-terms of 1{acc}·tA, 1·tA) and F''(0) (of 1{acc}·t²A², 1·t²A²) at a node,
@@ -275,6 +282,6 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
   return moments
 
 
-__all__ = ["Automaton", "attention_moments", "automaton_arrays", "build", "entry_table",
-           "group_letter_matrices", "moments", "num_windows", "points_needed", "squared_risk_of",
-           "supports"]
+__all__ = ["Automaton", "attention_moments", "automaton_arrays", "build", "entry_kinds",
+           "entry_table", "group_letter_matrices", "moments", "num_windows", "points_needed",
+           "squared_risk_of", "supports"]
