@@ -22,6 +22,7 @@ import tqdm
 from absl import app
 from absl import logging as absl_logging
 
+import lagjax as lj
 from experiments import cli
 
 CACHE_ENV = "LAGJAX_COMPILATION_CACHE"
@@ -98,6 +99,17 @@ def markdown_table(rows: list[dict]) -> str:
   lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
   lines += ["| " + " | ".join(cell(row[c]) for c in columns) + " |" for row in rows]
   return "\n".join(lines) + "\n"
+
+
+def config_length(config):
+  """The length law that config.length names ('fixed:20', ...; lj.lengths.from_spec), or None
+  for the language's own default; a ValueError naming config.length otherwise."""
+  if not config.get("length"):
+    return None
+  try:
+    return lj.lengths.from_spec(config.length)
+  except ValueError as error:
+    raise ValueError(f"config.length: {error}") from None
 
 
 def utc_now() -> str:

@@ -76,11 +76,7 @@ def validate(config) -> np.ndarray:
         f"(docs/theory.md §8) need one invariant Δ, which these families have; got "
         f"{config.language!r}. Every registered language ({', '.join(known)}) runs in "
         f"experiments.sweep, e.g. --config.language=even_pairs --config.d_list='(2,)'.")
-  if config.length:
-    try:
-      lj.lengths.from_spec(config.length)
-    except ValueError as error:
-      raise ValueError(f"config.length: {error}") from None
+  common.config_length(config)
   lj.validation.check_risk_threshold("config.eps (ε)", config.eps)
   lj.validation.check_positive("config.eta3", config.eta3)
   lj.validation.check_real("config.fit_rtol", config.fit_rtol, minimum=0.0, strict=True)
@@ -109,8 +105,7 @@ def validate(config) -> np.ndarray:
 
 def language(config, d, **options):
   """The config's language at alphabet size d, with config.length unless `options` give one."""
-  if config.length and "length" not in options:
-    options["length"] = lj.lengths.from_spec(config.length)
+  options.setdefault("length", common.config_length(config))
   return lj.languages.make(config.language, int(d), config.letters, **options)
 
 

@@ -14,15 +14,15 @@ import functools
 import numpy as np
 
 import lagjax as lj
+from experiments import common
 from lagjax import regimes
 
 
 @functools.lru_cache(maxsize=64)
-def _regime(language: str, letters: tuple, length: str, d: int, steps: int, eps: float,
+def _regime(language: str, letters: tuple, length, d: int, steps: int, eps: float,
             eta3: float):
-  law = lj.lengths.from_spec(length) if length else None
   return regimes.three_phase_regime(
-      lj.languages.from_spec(language, d, letters=letters, length=law), eps, eta3=eta3,
+      lj.languages.from_spec(language, d, letters=letters, length=length), eps, eta3=eta3,
       steps=steps)
 
 
@@ -36,9 +36,8 @@ def exact_regime(config, plan: str, d: int, steps: int, n_samples: int, eta3s):
       or tuple(config.diagram_axes) != ("eta1", "eta2")):
     return None
   try:
-    return _regime(config.language, tuple(config.letters), config.get("length", ""), int(d),
-                   int(steps),
-                   float(config.success_risk), float(eta3s[0]))
+    return _regime(config.language, tuple(config.letters), common.config_length(config),
+                   int(d), int(steps), float(config.success_risk), float(eta3s[0]))
   except ValueError:  # ε outside (0, ½), or a language without the regime laws (§8)
     return None
 

@@ -108,10 +108,7 @@ def config_table(config) -> dict[str, np.ndarray]:
 def config_language(config, d: int) -> lj.Language:
   """The config's language at alphabet size d: any registered name, with integer arguments
   after a colon ('tomita:3'); config.letters go to the families that take them."""
-  try:
-    length = lj.lengths.from_spec(config.length) if config.length else None
-  except ValueError as error:
-    raise ValueError(f"config.length: {error}") from None
+  length = common.config_length(config)
   try:
     return lj.languages.from_spec(config.language, d, letters=tuple(config.letters),
                                   length=length)
