@@ -276,7 +276,8 @@ def _embed(params, fixed, config, tokens, mask):
   return x, x_cls
 
 
-def apply(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=None):
+def apply(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=None,
+          multiplicity=None):
   """The model's output at the query position.
 
   Args:
@@ -284,6 +285,11 @@ def apply(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=N
     config: the model's TransformerConfig (static under jit).
     tokens: integer tokens (..., L) or continuous inputs (..., L, token_dim).
     mask: boolean (..., L), True at real tokens; None means all real.
+    multiplicity: optional (..., L) counts c_l >= 1 at real tokens: entry l stands for c_l
+      equal tokens (the count form, lagjax.tasks.count_form). Exact for a model that reads
+      counts only (CLS query, no positions) or counts plus the first and last token
+      (first/last markers); a learned or sinusoidal position or a previous-token feature
+      depends on order, so those are refused.
 
   Returns:
     (...,) scalars when config.outputs == 1, else (..., outputs) logits. A row
@@ -293,14 +299,39 @@ def apply(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=N
   _check_config(config)
   _check_params(params, config)
   tokens, mask = _check_inputs(config, tokens, mask)
-  return _apply(params, fixed, config, tokens, mask)
+  if multiplicity is not None:
+    if config.previous_token or config.positional in ("learned", "sinusoidal"):
+      raise ValueError("multiplicity (the count form) needs a model that ignores token order: "
+                       f"no previous-token feature and positional 'none' or 'first_last'; got "
+                       f"previous_token={config.previous_token}, positional="
+                       f"{config.positional!r}.")
+    multiplicity = jnp.asarray(multiplicity, jnp.float64)
+    if multiplicity.shape != mask.shape:
+      raise ValueError(f"multiplicity must have the mask's shape {mask.shape}; got "
+                       f"{multiplicity.shape}.")
+  return _apply(params, fixed, config, tokens, mask, multiplicity)
 
 
 @functools.partial(jax.jit, static_argnums=2)
-def _apply(params, fixed, config, tokens, present):
+def _apply(params, fixed, config, tokens, present, multiplicity=None):
   if jnp.issubdtype(tokens.dtype, jnp.integer):
-    return _apply_tokens(params, fixed, config, tokens, present)
-  return _apply_stream(params, fixed, config, tokens, present)
+    return _apply_tokens(params, fixed, config, tokens, present, multiplicity)
+  return _apply_stream(params, fixed, config, tokens, present, multiplicity)
+
+
+def _softmax_with_cls(scores, present, multiplicity, directions, x_cls, config):
+  """Attention weights over the L positions (..., H, L) and, when config.cls, the CLS token
+  (one more entry of multiplicity 1)."""
+  present = jnp.broadcast_to(present[..., None, :], scores.shape)
+  if multiplicity is not None:
+    multiplicity = jnp.broadcast_to(multiplicity[..., None, :], scores.shape)
+  if config.cls:
+    cls_scores = jnp.broadcast_to((directions @ x_cls)[..., None], scores.shape[:-1] + (1,))
+    scores = jnp.concatenate([scores, cls_scores], axis=-1)
+    present = jnp.concatenate([present, jnp.ones(present.shape[:-1] + (1,), bool)], -1)
+    if multiplicity is not None:
+      multiplicity = jnp.concatenate([multiplicity, jnp.ones(present.shape[:-1] + (1,))], -1)
+  return masked_softmax(scores, present, multiplicity)
 
 
 def _score_directions(params, config, query):
@@ -322,7 +353,7 @@ def _value_maps(params, config):
   return jnp.einsum("hmv,hvn,no->hmo", params["W_V"], params["W_O"], readout)
 
 
-def _apply_tokens(params, fixed, config, tokens, present):
+def _apply_tokens(params, fixed, config, tokens, present, multiplicity=None):
   """`_apply_stream` for integer tokens, without forming the (..., L, m) stream.
 
   The stream is a sum of parts: E[w_l], E[w_{l-1}] (previous_token), the two
@@ -349,7 +380,7 @@ def _apply_tokens(params, fixed, config, tokens, present):
   last = positions.last_index(present)
 
   if config.query == "cls":
-    query = jnp.broadcast_to(x_cls, tokens.shape[:-1] + (config.dim,))
+    query = x_cls  # one query for every row: the score directions are computed once
   else:
     pieces = [jnp.where(jnp.take_along_axis(has, last[..., None], -1),
                         table[jnp.take_along_axis(w, last[..., None], -1)[..., 0]], 0.0)
@@ -384,18 +415,14 @@ def _apply_tokens(params, fixed, config, tokens, present):
   if dense is not None:
     scores = scores + jnp.einsum("lm,...hm->...hl", dense, directions)
     head_values = head_values + jnp.einsum("lm,hmo->hlo", dense, value_maps)
-  present_hl = jnp.broadcast_to(present[..., None, :], scores.shape)
-  if config.cls:
-    scores = jnp.concatenate([scores, (directions @ x_cls)[..., None]], axis=-1)
-    present_hl = jnp.concatenate([present_hl, jnp.ones(present_hl.shape[:-1] + (1,), bool)], -1)
-  weights = masked_softmax(scores, present_hl)
+  weights = _softmax_with_cls(scores, present, multiplicity, directions, x_cls, config)
   out = jnp.einsum("...hl,...hlo->...o", weights[..., : tokens.shape[-1]], head_values)
   if config.cls:
     out = out + jnp.einsum("...h,hmo,m->...o", weights[..., -1], value_maps, x_cls)
   return out[..., 0] if config.outputs == 1 else out
 
 
-def _apply_stream(params, fixed, config, tokens, present):
+def _apply_stream(params, fixed, config, tokens, present, multiplicity=None):
   """The model on the explicit stream x (..., L, m): continuous inputs, any options."""
   x, x_cls = _embed(params, fixed, config, tokens, present)
   if config.query == "cls":
@@ -406,11 +433,7 @@ def _apply_stream(params, fixed, config, tokens, present):
     query = jnp.where(present.any(-1, keepdims=True), query, 0.0)
   directions = _score_directions(params, config, query)
   scores = jnp.einsum("...lm,...hm->...hl", x, directions)
-  present = jnp.broadcast_to(present[..., None, :], scores.shape)
-  if config.cls:
-    scores = jnp.concatenate([scores, (directions @ x_cls)[..., None]], axis=-1)
-    present = jnp.concatenate([present, jnp.ones(present.shape[:-1] + (1,), bool)], axis=-1)
-  weights = masked_softmax(scores, present)
+  weights = _softmax_with_cls(scores, present, multiplicity, directions, x_cls, config)
   # Σ_l softmax_l x_l W_V = (Σ_l softmax_l x_l) W_V: average the stream first.
   attended = jnp.einsum("...hl,...lm->...hm", weights[..., : x.shape[-2]], x)
   if config.cls:

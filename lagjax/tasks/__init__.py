@@ -15,7 +15,7 @@ import inspect
 
 from lagjax import validation
 from lagjax.tasks import base, even_pairs, icl_bigram, occurrence, slr
-from lagjax.tasks.base import Batch, Task
+from lagjax.tasks.base import Batch, Task, count_form  # noqa: F401 (public)
 from lagjax.tasks.icl_bigram import bayes_bigram, embed_current_previous
 
 TASKS = {

@@ -43,6 +43,8 @@ class Batch(NamedTuple):
     lengths: (B,) int32 sequence lengths n, 1 <= n <= L.
     info: task-specific ground truth the model must not see (e.g. the SLR
       location J); an empty dict for most tasks.
+    multiplicity: None in the token form; in the count form (`count_form`), (B, L') float
+      counts: entry l stands for multiplicity[l] equal tokens inputs[l].
   """
 
   inputs: jax.Array
@@ -50,6 +52,7 @@ class Batch(NamedTuple):
   targets: jax.Array
   lengths: jax.Array
   info: dict
+  multiplicity: jax.Array | None = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -101,6 +104,50 @@ def make_task(**fields) -> Task:
   fields["extras"] = types.MappingProxyType(dict(fields.get("extras", {})))
   fields["sample"] = jax.jit(fields["sample"], static_argnums=1)
   return Task(**fields)
+
+
+def count_form(task: Task, ends: bool = False) -> Task:
+  """The task with each sampled string compressed to its token counts (docs/theory.md §2).
+
+  The strings, labels and random stream are the token form's; only the batch's layout
+  changes. Without `ends`, inputs are the V token types (B, V), the mask marks the types
+  that occur and `multiplicity` holds their counts: all a model that ignores order (CLS
+  query, no positions) reads. With `ends`, the first and the last token keep entries of
+  their own, [w_1, types of w_2 … w_{n-1}, w_n] (B, V + 2), w_n absent when n = 1: all a
+  model with first/last markers or the last-token query reads. The padded length max_len
+  (and so the length law's truncation) is unchanged; the batch is V or V + 2 wide.
+  """
+  if task.input_kind != "tokens":
+    raise ValueError(f"count_form needs a token task; {task.name!r} has {task.input_kind} "
+                     "inputs.")
+  vocab = task.input_dim
+  token_sample = task.sample
+
+  def counts_of(tokens, mask):  # a scatter-add: O(B L), where a one-hot sum is O(B L V)
+    rows = jnp.broadcast_to(jnp.arange(tokens.shape[0])[:, None], tokens.shape)
+    return jnp.zeros((tokens.shape[0], vocab)).at[rows, tokens].add(mask.astype(jnp.float64))
+
+  def sample(key, batch_size: int) -> Batch:
+    batch = token_sample(key, batch_size)
+    type_ids = jnp.broadcast_to(jnp.arange(vocab, dtype=batch.inputs.dtype), (batch_size, vocab))
+    if not ends:
+      counts = counts_of(batch.inputs, batch.mask)
+      return batch._replace(inputs=type_ids, mask=counts > 0, multiplicity=counts)
+    positions = jnp.arange(batch.inputs.shape[-1])
+    last = batch.lengths - 1
+    middle = batch.mask & (positions > 0) & (positions[None, :] < last[:, None])
+    counts = counts_of(batch.inputs, middle)
+    last_token = jnp.take_along_axis(batch.inputs, last[:, None], -1)
+    has_last = (batch.lengths >= 2)[:, None]
+    one = jnp.ones((batch_size, 1))
+    return batch._replace(
+        inputs=jnp.concatenate([batch.inputs[:, :1], type_ids, last_token], -1),
+        mask=jnp.concatenate([jnp.ones((batch_size, 1), bool), counts > 0, has_last], -1),
+        multiplicity=jnp.concatenate([one, counts, one * has_last], -1))
+
+  extras = dict(task.extras, form="counts and ends" if ends else "counts")
+  return dataclasses.replace(task, sample=jax.jit(sample, static_argnums=1),
+                             extras=types.MappingProxyType(extras))
 
 
 # Option checks: each error names the field (integers and reals: lagjax.validation).
