@@ -8,8 +8,9 @@ and prints a regime report. Interrupted sweeps resume from workdir/chunks.
 
 Several hosts: start the same command on every host with
   --coordinator=HOST0:PORT --num_processes=P --process_id=p
-(jax.distributed); workdir must be a folder every host sees. Each process takes
-every P-th chunk; process 0 waits for all chunks and writes the outputs.
+(jax.distributed, experiments/distributed.py); workdir must be a folder every host
+sees. Each process takes every P-th chunk; process 0 waits for all chunks and writes
+the outputs.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 import lagjax as lj
-from experiments import cli, common, plotting, regimes_overlay
+from experiments import cli, common, distributed, plotting, regimes_overlay
 from lagjax import sweep
 from lagjax.sweep import chunk_store
 
@@ -34,9 +35,6 @@ _CONFIG = config_flags.DEFINE_config_file("config")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/sweep", "Output folder (resumable).")
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace a workdir holding another config.")
 _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar: log progress lines instead.")
-_COORDINATOR = flags.DEFINE_string("coordinator", None, "host:port of process 0 (multi-host).")
-_NUM_PROCESSES = flags.DEFINE_integer("num_processes", 1, "Processes in a multi-host run.")
-_PROCESS_ID = flags.DEFINE_integer("process_id", 0, "This process's index (multi-host).")
 
 GRID_SCALES = ("log", "linear")
 
@@ -233,14 +231,13 @@ def use_every_core() -> None:
 
 def main(argv):
   del argv
-  if not _COORDINATOR.value:
+  if not distributed.COORDINATOR.value:
     # Multi-process CPU runs keep one device per process (each process is one host's share).
     use_every_core()
   common.setup_jax()
   common.writable_workdir(_WORKDIR.value)
   config = _CONFIG.value
-  if _COORDINATOR.value:
-    jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+  distributed.initialize()
   try:
     table = config_table(config)
     config_json = common.json_of(config)

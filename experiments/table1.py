@@ -2,6 +2,11 @@
 
   python -m experiments.table1 --config experiments/configs/table1.py --workdir docs/results/table1
 
+Several processes or hosts: the same command with --coordinator=HOST0:PORT
+--num_processes=P --process_id=p (experiments/distributed.py) and a workdir every host
+sees; the chunks of runs split over the processes, and the table equals a
+one-process run's.
+
 For every task (and, for transformer tasks, each attention parameterisation:
 KQV products from a small init, or direct score/value maps from zero) every plan
 runs through one compiled runner: plans are data. Each row's step sizes are
@@ -28,7 +33,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from experiments import cli, common
+from experiments import cli, common, distributed, table1_exact
 from experiments import table1_protocol as protocol
 from lagjax import metrics
 
@@ -45,49 +50,99 @@ def main(argv):
   config = _CONFIG.value
   protocol.validate(config)
   common.writable_workdir(_WORKDIR.value)
+  distributed.initialize()
+  shared = distributed.SharedChunks(os.path.join(_WORKDIR.value, "shared_chunks"))
+  writer = jax.process_index() == 0  # every process computes every choice; one writes
   started_utc = common.utc_now()
   validation_key, test_key = jax.random.split(jax.random.key(config.seed))
   rows, joint_lags, lengths = [], {}, {}
   blocks = [(name, attention) for name in config.tasks
-            for attention in protocol.attention_variants(config, name)]
+            for attention in (*protocol.attention_variants(config, name),
+                              *(("exact",) if config.task_settings[name].exact else ()))]
   begin = time.time()
   for done, (name, attention) in enumerate(blocks, 1):
     start = time.time()
-    built = protocol.build(name, config, attention)
-    task = built[0]
-    lengths[name] = (f"{describe_law(task.length)}, n ≤ {task.max_len} "
-                     f"(P(n > {task.max_len}) = {task.truncated_mass:.2g})")
-    results = protocol.run_task(
-        config, name, built, validation_key, test_key, attention=attention,
-        progress=common.progress_reporter(f"runs of {name} ({attention})"))
-    for plan_row, (chosen, run) in results.items():
-      final, ok = protocol.final_scores(run)
-      # Seeds that diverged are excluded and counted; with none left the cell is empty.
-      row = {"task": name, "attention": attention, "plan": plan_row, "metric": task.metric_name,
-             "optimizer": config.task_settings[name].optimizer, "step_sizes": chosen.describe()}
-      row["mean"], row["std"] = protocol.mean_std(final, ok)
-      row["loss_mean"], row["loss_std"] = protocol.mean_std(run.test_loss[:, -1], ok)
-      row.update({"seeds": int(ok.sum()), "diverged": int((~ok).sum()),
-                  "lag_gap": "", "half_time_alpha": "", "half_time_beta": ""})
-      if plan_row == "joint":
-        lag = jax.vmap(metrics.lag_metrics)(run.attention, run.output, run.steps)
-        joint_lags[f"{name} ({attention})"] = (np.asarray(run.steps[0]), lag)
-        row.update(lag_gap=float(np.mean(lag.lag_gap)),
-                   half_time_alpha=float(np.mean(lag.half_time_alpha)),
-                   half_time_beta=float(np.mean(lag.half_time_beta)))
-      rows.append(row)
-    line = ", ".join(f"{r['plan']} {summary(r)}" for r in rows if r["task"] == name
-                     and r["attention"] == attention)
+    progress = common.progress_reporter(f"runs of {name} ({attention})")
+    if attention == "exact":
+      block_rows, lag = exact_rows(config, name, progress, shared)
+    else:
+      built = protocol.build(name, config, attention)
+      task = built[0]
+      lengths[name] = (f"{describe_law(task.length)}, n ≤ {task.max_len} "
+                       f"(P(n > {task.max_len}) = {task.truncated_mass:.2g})")
+      block_rows, lag = sampled_rows(config, name, attention, built, validation_key, test_key,
+                                     progress, shared)
+    rows += block_rows
+    if lag is not None:
+      joint_lags[f"{name} ({attention})"] = lag
+    line = ", ".join(f"{r['plan']} {summary(r)}" for r in block_rows)
     print(f"[{done}/{len(blocks)}, {time.time() - begin:.0f} s] {name} ({attention}) "
-          f"{task.metric_name}: {line} [{time.time() - start:.1f}s]", flush=True)
+          f"{block_rows[0]['metric']}: {line} [{time.time() - start:.1f}s]", flush=True)
     # The tables so far after every block, so a long run that stops keeps what it did.
-    write_tables(config, rows, lengths, time.time() - begin, _WORKDIR.value)
+    if writer:
+      write_tables(config, rows, lengths, time.time() - begin, _WORKDIR.value)
+  shared.close()
+  if not writer:
+    return
   if joint_lags:
     plot_lag_curves(joint_lags, os.path.join(_WORKDIR.value, "lag_curves.png"))
   common.write_metadata(_WORKDIR.value, config, started_utc, seconds=time.time() - begin,
                         length_laws=lengths)
   print(f"wrote table1.md, table1.csv, lag_curves.png and metadata.json in {_WORKDIR.value} "
         f"({time.time() - begin:.0f} s of runs)")
+
+
+def sampled_rows(config, name, attention, built, validation_key, test_key, progress, shared):
+  """Table rows of one (task, attention) block from validation and test seeds, and joint
+  training's (record steps, lag metrics per seed)."""
+  task = built[0]
+  chosen, runs = protocol.run_task(config, name, built, validation_key, test_key,
+                                   attention=attention, progress=progress, shared=shared)
+  rows, lag = [], None
+  for plan_row, run in runs.items():
+    final, ok = protocol.final_scores(run)
+    # Seeds that diverged are excluded and counted; with none left the cell is empty.
+    row = {"task": name, "attention": attention, "plan": plan_row, "metric": task.metric_name,
+           "optimizer": config.task_settings[name].optimizer,
+           "step_sizes": chosen.chosen[plan_row].describe(), "grid": chosen.note(plan_row),
+           "error_route": ""}
+    row["mean"], row["std"] = protocol.mean_std(final, ok)
+    row["loss_mean"], row["loss_std"] = protocol.mean_std(run.test_loss[:, -1], ok)
+    row.update({"seeds": int(ok.sum()), "diverged": int((~ok).sum()),
+                "lag_gap": "", "half_time_alpha": "", "half_time_beta": ""})
+    if plan_row == "joint":
+      metrics_per_seed = jax.vmap(metrics.lag_metrics)(run.attention, run.output, run.steps)
+      lag = (np.asarray(run.steps[0]), metrics_per_seed)
+      row.update(lag_gap=float(np.mean(metrics_per_seed.lag_gap)),
+                 half_time_alpha=float(np.mean(metrics_per_seed.half_time_alpha)),
+                 half_time_beta=float(np.mean(metrics_per_seed.half_time_beta)))
+    rows.append(row)
+  return rows, lag
+
+
+def exact_rows(config, name, progress, shared):
+  """Table rows of task `name` by exact population GD (experiments.table1_exact): accuracy
+  1 - (0-1 error), loss = the exact risk, no seeds; and joint training's lag."""
+  chosen, runs = table1_exact.run_exact(config, name, progress, shared)
+  rows, lag = [], None
+  for plan_row, run in runs.items():
+    diverged = bool(run.diverged)
+    row = {"task": name, "attention": "exact", "plan": plan_row, "metric": "accuracy",
+           "optimizer": config.task_settings[name].optimizer,
+           "step_sizes": chosen.chosen[plan_row].describe(), "grid": chosen.note(plan_row),
+           "mean": "" if diverged else 1.0 - float(run.error[-1]), "std": 0.0,
+           "loss_mean": "" if diverged else float(run.risk[-1]), "loss_std": 0.0,
+           "seeds": 0, "diverged": int(diverged), "error_route": run.error_route,
+           "lag_gap": "", "half_time_alpha": "", "half_time_beta": ""}
+    if plan_row == "joint":
+      lag_metrics = run.lag()
+      lag = (np.asarray(run.steps), jax.tree_util.tree_map(lambda x: np.asarray(x)[None],
+                                                            lag_metrics))
+      row.update(lag_gap=float(lag_metrics.lag_gap),
+                 half_time_alpha=float(lag_metrics.half_time_alpha),
+                 half_time_beta=float(lag_metrics.half_time_beta))
+    rows.append(row)
+  return rows, lag
 
 
 def write_tables(config, rows: list[dict], lengths: dict, elapsed: float, workdir: str) -> None:
@@ -106,6 +161,8 @@ def describe_law(law) -> str:
 def summary(row: dict, column: str = "") -> str:
   """'mean ± std' of the metric (or of `column`_mean/_std), with the diverged seeds if any."""
   mean, std = row[f"{column}_mean" if column else "mean"], row[f"{column}_std" if column else "std"]
+  if row["attention"] == "exact":
+    return "diverged" if mean == "" else f"{mean:.4g}"
   if mean == "":
     return f"all {row['diverged']} seeds diverged"
   return f"{mean:.4g} ± {std:.2g}" + (f" ({row['diverged']} div.)" if row["diverged"] else "")
@@ -122,9 +179,15 @@ def pivot(config, rows: list[dict], column: str, label) -> list[str]:
     cells = {row["plan"]: row for row in rows
              if row["task"] == name and row["attention"] == attention}
     lines.append(f"| {name} | {attention} | {label(next(iter(cells.values())))} | " + " | ".join(
-        (summary(cells[p], column) + ("" if column else f" ({cells[p]['step_sizes']})"))
+        (summary(cells[p], column) + ("" if column else f" ({cells[p]['step_sizes']})"
+                                      + grid_mark(cells[p]["grid"])))
         if p in cells else "—" for p in plan_rows) + " |")
   return lines
+
+
+def grid_mark(note: str) -> str:
+  """' ‡' when the grid hit its cap, ' †' when it was extended, '' otherwise."""
+  return " ‡" if "cap" in note else " †" if note else ""
 
 
 def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> str:
@@ -135,20 +198,26 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
   lines = ["# Table 1: six tasks x five plans", "",
            f"Test seeds: {config.num_seeds} (mean ± std over the seeds that did not diverge; "
            f"'k div.' counts exclusions). Step sizes chosen per (task, attention, plan row) on "
-           f"{config.validation_seeds} validation seeds: η from the task's grid; the "
-           f"'{protocol.PER_PHASE[1:]}' rows choose (η_out, η_attn = m·η_out) with m in "
-           f"{tuple(config.attention_multipliers)} (η_out for output phases, η_attn for the "
-           f"attention phase), the plain rows keep m = 1. Attention 'kqv': W_Q, W_K, W_V, W_O, "
-           f"readout from a small init; 'direct': per-head score and value maps from zero (the "
-           f"theory's (α, β) parameterisation). Phase lengths (fractions of T before the last "
-           f"phase): {dict(config.phase_fractions)}. Batch {config.batch_size}, init scale "
-           f"{config.init_scale}, {config.test_size} held-out samples. Run time {elapsed:.0f} s.",
-           ""]
+           f"{config.validation_seeds} validation seeds by the final held-out loss, the metric "
+           f"breaking ties: η from the task's grid; the '{protocol.PER_PHASE[1:]}' rows choose "
+           f"(η_out, η_attn = m·η_out) with m in {tuple(config.attention_multipliers)} (η_out "
+           f"for output phases, η_attn for the attention phase), the plain rows keep m = 1. "
+           f"A choice at the edge of its grid extends the grid by its ratio at that edge until "
+           f"it is interior (†) or the next point leaves the task's cap (‡; see 'Grids' below). "
+           f"Attention 'kqv': W_Q, W_K, W_V, W_O, readout from a small init; 'direct': per-head "
+           f"score and value maps from zero (the theory's (α, β) parameterisation); 'exact': "
+           f"the direct (α, β) model from θ0 = 0 trained by exact population GD (Laplace route; "
+           f"transfer route for even pairs) with the same plans, T and grids, step sizes chosen "
+           f"on the final exact risk, accuracy = 1 - exact 0-1 error, no seeds. Phase lengths "
+           f"(fractions of T before the last phase): {dict(config.phase_fractions)}. Batch "
+           f"{config.batch_size}, init scale {config.init_scale}, {config.test_size} held-out "
+           f"samples. Run time {elapsed:.0f} s.", ""]
   lines += pivot(config, rows, "", lambda row: "metric" if row is None else
                  f"{row['metric']} {'↓' if protocol.LOWER_IS_BETTER[row['metric']] else '↑'}")
-  lines += ["", "## Held-out training loss (same runs)", "",
+  lines += ["", "## Held-out training loss (same runs; the selection's criterion)", "",
             "Squared loss ½(f − y)² for occurrence/OR/AND/even pairs and SLR, cross-entropy "
-            "for the ICL bigram; lower is better.", ""]
+            "for the ICL bigram, the exact population risk on 'exact' lines; lower is "
+            "better.", ""]
   lines += pivot(config, rows, "loss", lambda row: "loss" if row is None else
                  ("cross-entropy" if row["task"] == "icl_bigram" else "squared"))
   lines += ["", "## Task settings", "",
@@ -165,6 +234,18 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
       model = f"{size}, {s.heads} head(s), {s.query} query, positions: {s.positional}"
     lines.append(f"| {name} | {s.optimizer} | {s.steps} | {tuple(s.eta_grid)} | {model} | "
                  f"{lengths[name]} |")
+  notes = [row for row in rows if row["grid"] and not row["plan"].endswith(protocol.PER_PHASE)]
+  if notes:
+    lines += ["", "## Grids", "", "Plans whose chosen η was at an edge of the first grid "
+              "(the plain and per-phase rows of a plan share its grid).", "",
+              "| task | attention | plan | grid |", "|---|---|---|---|"]
+    lines += [f"| {row['task']} | {row['attention']} | {row['plan']} | {row['grid']} |"
+              for row in notes]
+  exact_routes = {row["task"]: row["error_route"] for row in rows if row["attention"] == "exact"}
+  if any(route not in ("threshold", "lattice", "automaton") for route in exact_routes.values()):
+    lines += ["", "0-1 error routes of the exact lines: " + ", ".join(
+        f"{name}: {route}" for name, route in exact_routes.items()) + " ('sampled': a fixed "
+        "sample, not exact)."]
   joint = [row for row in rows if row["plan"] == "joint"]
   if joint:
     lines += ["", "## Lag of joint training (docs/theory.md section 6, mean over test seeds)", "",

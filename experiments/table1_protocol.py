@@ -6,17 +6,17 @@ defining any flag:
 - validate(config): every field the run reads, errors naming the field;
 - build(name, config, attention): the task and its model (transformer with KQV or
   direct attention, direct (α, β), SLR);
-- candidates(config, name): every (row, plan, step sizes) the validation tries:
+- candidates(config, name): every (row, plan, step sizes) the validation tries first:
   one η for joint / output-only / attention-only; (η_out, η_attn = m·η_out) for the
   two-step-size plans, m from config.attention_multipliers, whose one-η rows keep m = 1;
-- run_task(...): all candidates x validation seeds, then the chosen step sizes x test
-  seeds, through ONE compiled runner per (task, attention): every plan is data
-  (three padded slots), evaluated in fixed-size chunks.
+- run_task(...): candidates x validation seeds in rounds until every choice is bracketed
+  (experiments.table1_selection), then the chosen step sizes x test seeds, through ONE
+  compiled runner per (task, attention): every plan is data (three padded slots),
+  evaluated in fixed-size chunks.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 
@@ -27,20 +27,22 @@ import optax
 from absl import app
 
 import lagjax as lj
+from experiments import table1_selection as selection
+from experiments.table1_selection import PER_PHASE, TWO_STEP_SIZES  # noqa: F401 (re-exported)
 from lagjax import models, tasks, validation
 from lagjax.dynamics.task_train import make_batched_runner
 from lagjax.models import slr, transformer
 
 NUM_SLOTS = 3  # the longest plan (three_phase); shorter plans are padded
-# Plans with two step sizes: the η name fed by η_out and the one fed by η_attn.
-TWO_STEP_SIZES = {"three_phase": {"eta1": "out", "eta2": "attn", "eta3": "out"},
-                  "attention_first": {"eta2": "attn", "eta3": "out"}}
-PER_PHASE = "_per_phase"  # row suffix of a two-step-size plan with η_attn = m·η_out chosen
 
+# Tasks with exact rows (population GD by an exact route, experiments.table1_exact).
+EXACT_TASKS = ("occurrence", "or", "and", "even_pairs")
+# Positional options under which the transformer reads counts (and the first and last token).
+COUNT_POSITIONS = ("none", "first_last")
 LOWER_IS_BETTER = {"accuracy": False, "risk": True, "kl_to_bayes": True}
 OPTIMIZERS = {"sgd": optax.sgd, "adam": optax.adam}
 SETTINGS_FIELDS = ("model", "heads", "query", "positional", "max_len", "optimizer", "steps",
-                   "eta_grid")
+                   "eta_grid", "eta_cap", "select_by", "exact")
 ATTENTIONS = transformer.ATTENTIONS
 # Models per task: the general transformer, the direct (α, β) model of docs/theory.md section 2
 # (from θ0 = 0, the theory's setting; languages only) and the SLR model of section 7.
@@ -96,10 +98,9 @@ def validate(config) -> None:
         isinstance(f, float) and f > 0 for f in fractions) and sum(fractions) < 1):
       _fail(f"phase_fractions.{plan_name}", "fractions of T > 0, one per phase but the last, "
             "summing to < 1, for a plan with several phases", fractions)
-  if not (isinstance(config.direct_plans, tuple | list) and set(config.direct_plans) <= set(
-      lj.plans.PLANS)):
-    _fail("direct_plans", f"a tuple of plan names from {sorted(lj.plans.PLANS)}",
-          config.direct_plans)
+  if not isinstance(config.count_form, bool):
+    _fail("count_form", "True (train order-free models on count vectors) or False (padded "
+          "tokens)", config.count_form)
   if not (validation.is_int(config.chunk_size) and config.chunk_size >= 0):
     _fail("chunk_size", "an integer >= 0 (0: the number of test rows of a task)",
           config.chunk_size)
@@ -133,6 +134,19 @@ def validate(config) -> None:
     if not (isinstance(grid, tuple | list) and grid and all(
         isinstance(eta, float | int) and math.isfinite(eta) and eta > 0 for eta in grid)):
       _fail(f"{field}.eta_grid", "a non-empty tuple of finite step sizes > 0", grid)
+    cap = settings.eta_cap
+    if not (isinstance(cap, tuple | list) and len(cap) == 2 and all(
+        isinstance(eta, float | int) and math.isfinite(eta) and eta > 0 for eta in cap)
+            and cap[0] <= min(grid) and cap[1] >= max(grid)):
+      _fail(f"{field}.eta_cap", f"(low, high), finite step sizes > 0 with low <= min(eta_grid) "
+            f"and high >= max(eta_grid) = ({min(grid):g}, {max(grid):g}): the grid extends "
+            "within it", cap)
+    if settings.select_by not in selection.SELECT_BY:
+      _fail(f"{field}.select_by", f"one of {selection.SELECT_BY} (the other breaks ties)",
+            settings.select_by)
+    if settings.exact not in (True, False) or (settings.exact and name not in EXACT_TASKS):
+      _fail(f"{field}.exact", f"True for a task with an exact route {EXACT_TASKS} or False",
+            settings.exact)
     if name == "icl_bigram":
       if not (validation.is_int(settings.k) and settings.k >= 2):
         _fail(f"{field}.k", "an integer >= 2", settings.k)
@@ -142,7 +156,14 @@ def validate(config) -> None:
 
 def build(name: str, config, attention: str = "kqv"):
   """(task, lagjax.models.Model) for a task name, its settings and the transformer's
-  attention parameterisation ("kqv" or "direct"; unused by the direct and SLR models)."""
+  attention parameterisation ("kqv" or "direct"; unused by the direct and SLR models).
+
+  With config.count_form, a model that reads only token counts (CLS query, no positions;
+  the direct model) trains on count vectors, and one that reads counts plus the first and
+  last token (first/last markers, last-token query) on counts and ends
+  (lagjax.tasks.count_form): the same strings, labels and random stream as the padded
+  token form, at V or V + 2 entries per string instead of max_len.
+  """
   settings = config.task_settings[name]
   if name == "slr":
     task = tasks.get_task("slr", m=config.width, max_len=settings.max_len)
@@ -151,6 +172,11 @@ def build(name: str, config, attention: str = "kqv"):
         lambda params, fixed, batch: slr.apply(params, batch.inputs, batch.mask), slr.GROUPS)
   if settings.model == "direct":
     task = tasks.get_task(name, d=config.width, max_len=settings.max_len)
+    if config.count_form:
+      return tasks.count_form(task), models.Model(
+          lambda key: (lj.init_params(config.width), {}),
+          lambda params, fixed, batch: lj.forward_counts(params, batch.multiplicity),
+          models.direct.GROUPS)
     return task, models.Model(
         lambda key: (lj.init_params(config.width), {}),
         lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
@@ -168,10 +194,13 @@ def build(name: str, config, attention: str = "kqv"):
     task = tasks.get_task(name, d=config.width, max_len=settings.max_len)
     model.update(vocab=config.width)
   model = transformer.TransformerConfig(max_len=task.max_len, **model)
+  if config.count_form and not model.previous_token and model.positional in COUNT_POSITIONS:
+    task = tasks.count_form(task, ends=not (model.query == "cls" and model.positional == "none"))
   return task, models.Model(
       lambda key: transformer.init(key, model, config.init_scale),
       lambda params, fixed, batch: transformer.apply(params, fixed, model, batch.inputs,
-                                                     batch.mask), transformer.GROUPS)
+                                                     batch.mask, batch.multiplicity),
+      transformer.GROUPS)
 
 
 def attention_variants(config, name: str) -> tuple[str, ...]:
@@ -192,56 +221,21 @@ def make_plan(name: str, etas: dict, steps: int, optimizer: str,
                                        optimizer=OPTIMIZERS[optimizer])
 
 
-@dataclasses.dataclass(frozen=True)
-class Candidate:
-  """One validation candidate: the table row it competes for, and its plan."""
-
-  rows: tuple[str, ...]      # the rows this candidate competes in
-  plan_name: str
-  eta_out: float
-  eta_attn: float | None     # None for one-η plans
-
-  def etas(self) -> dict:
-    if self.eta_attn is None:
-      return {"eta": self.eta_out}
-    by_kind = {"out": self.eta_out, "attn": self.eta_attn}
-    return {name: by_kind[kind] for name, kind in TWO_STEP_SIZES[self.plan_name].items()}
-
-  def describe(self) -> str:
-    if self.eta_attn is None:
-      return f"η={self.eta_out:g}"
-    return f"η_out={self.eta_out:g}, η_attn={self.eta_attn:g}"
+def plan_names(config) -> tuple[str, ...]:
+  """The plans run under every attention parameterisation: config.plans."""
+  return tuple(config.plans)
 
 
-def plan_names(config, attention: str = "kqv") -> tuple[str, ...]:
-  """The plans run under `attention`: every plan with KQV attention; with direct attention
-  those of config.direct_plans (the three-phase plan against joint training)."""
-  if attention == "kqv":
-    return tuple(config.plans)
-  return tuple(p for p in config.plans if p in config.direct_plans)
-
-
-def candidates(config, name: str, attention: str = "kqv") -> list[Candidate]:
-  """Every candidate of task `name`: one η per grid point, or (η_out, m·η_out) per grid point
-  and attention multiplier m; a two-step-size candidate with m = 1 also competes in the
-  plan's one-η row."""
-  found = []
-  for plan_name in plan_names(config, attention):
-    for eta in config.task_settings[name].eta_grid:
-      if plan_name not in TWO_STEP_SIZES:
-        found.append(Candidate((plan_name,), plan_name, float(eta), None))
-        continue
-      for m in config.attention_multipliers:
-        rows = (plan_name, plan_name + PER_PHASE) if m == 1 else (plan_name + PER_PHASE,)
-        found.append(Candidate(rows, plan_name, float(eta), float(eta) * m))
-  return found
-
-
-def table_rows(config, attention: str = "kqv") -> list[str]:
+def table_rows(config) -> list[str]:
   """The plan rows of the table, in order: each plan, then its per-phase row if it has one."""
-  return [row for plan_name in plan_names(config, attention)
-          for row in ((plan_name, plan_name + PER_PHASE) if plan_name in TWO_STEP_SIZES
-                      else (plan_name,))]
+  return [row for plan_name in plan_names(config) for row in selection.rows_of(plan_name)]
+
+
+def candidates(config, name: str) -> list[selection.Candidate]:
+  """The candidates of task `name` on its first grid (before any bracketing)."""
+  grid = config.task_settings[name].eta_grid
+  return selection.candidates({p: grid for p in plan_names(config)},
+                              config.attention_multipliers)
 
 
 def final_scores(run):
@@ -256,42 +250,54 @@ def mean_std(values, ok) -> tuple:
   return (float(values.mean()), float(values.std())) if values.size else ("", "")
 
 
-def evaluate_in_chunks(runner: Callable, keys, data, chunk: int, progress=None):
+def evaluate_in_chunks(runner: Callable, keys, data, chunk: int, progress=None, shared=None):
   """runner over rows (R,) in fixed chunks of `chunk` rows (the last padded): one shape, so
-  one compilation, whatever R. progress(rows done) after each finished chunk."""
+  one compilation, whatever R. progress(rows done) after each finished chunk. With `shared`
+  (experiments.distributed.SharedChunks) the chunks are split over the processes."""
   rows = keys.shape[0]
   padded = -(-rows // chunk) * chunk
   index = np.minimum(np.arange(padded), rows - 1)
   keys, data = keys[index], jax.tree_util.tree_map(lambda x: x[index], data)
-  parts = []
-  for i in range(0, padded, chunk):
-    parts.append(jax.block_until_ready(
-        runner(keys[i:i + chunk], jax.tree_util.tree_map(lambda x, i=i: x[i:i + chunk], data))))
+
+  def compute(i):
+    start = i * chunk
+    part = jax.block_until_ready(runner(keys[start:start + chunk], jax.tree_util.tree_map(
+        lambda x: x[start:start + chunk], data)))
     if progress is not None:
-      progress(min(i + chunk, rows))
+      progress(min(start + chunk, rows))
+    return part
+
+  if shared is None:
+    parts = [compute(i) for i in range(padded // chunk)]
+  else:
+    template = jax.eval_shape(runner, keys[:chunk], jax.tree_util.tree_map(
+        lambda x: x[:chunk], data))
+    parts = shared.map(compute, padded // chunk, template)
   return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[:rows], *parts)
 
 
 def run_task(config, name: str, built, validation_key, test_key,
              make_runner: Callable = make_batched_runner, attention: str = "kqv",
-             progress: Callable | None = None):
+             progress: Callable | None = None, shared=None):
   """Validation then test of every row of task `name` through one compiled runner.
 
-  Returns {row: (Candidate chosen, TaskRun of the test seeds)}. Each row's step sizes are
-  chosen by the mean final held-out metric over the validation seeds; diverged validation
-  seeds count as the worst score, so a diverging candidate loses. progress(done, total)
-  counts runs (validation and test seeds) after each chunk.
+  Returns (Selection, {row: TaskRun of the test seeds}). Each row's step sizes are chosen
+  by experiments.table1_selection.select on the validation seeds' mean final held-out loss
+  (then metric, or the reverse: settings.select_by); a diverged validation seed scores the
+  worst value, so a diverging candidate loses. progress(done, total) counts runs
+  (validation and test seeds) after each chunk; total grows when a grid is extended.
+  shared (experiments.distributed.SharedChunks) splits the chunks over processes.
   """
+  del attention  # every plan runs under both parameterisations
   task, model = built
   settings = config.task_settings[name]
   steps = settings.steps
-  found = candidates(config, name, attention)
 
   def plan_of(candidate):
     return make_plan(candidate.plan_name, candidate.etas(), steps, settings.optimizer,
                      tuple(config.phase_fractions.get(candidate.plan_name, ())))
 
-  slots = plan_of(found[0]).slots(NUM_SLOTS)
+  slots = plan_of(candidates(config, name)[0]).slots(NUM_SLOTS)
   runner = make_runner(task, model, slots, num_steps=steps, batch_size=config.batch_size,
                        test_size=config.test_size,
                        record_every=max(1, steps // config.records))
@@ -300,28 +306,33 @@ def run_task(config, name: str, built, validation_key, test_key,
     rows = [plan_of(c).data(NUM_SLOTS) for c in chosen]
     return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *rows)
 
-  rows = table_rows(config, attention)
-  chunk = config.chunk_size or len(rows) * config.num_seeds
+  rows = table_rows(config)
   seeds = config.validation_seeds
-  validation_runs, test_runs = len(found) * seeds, len(rows) * config.num_seeds
-  report = progress or (lambda done, total: None)
-  report(0, validation_runs + test_runs)
-  keys = jnp.tile(jax.random.split(validation_key, seeds), (len(found),))
-  final, ok = final_scores(evaluate_in_chunks(
-      runner, keys, data([c for c in found for _ in range(seeds)]), chunk,
-      lambda done: report(done, validation_runs + test_runs)))
+  chunk = config.chunk_size or len(rows) * config.num_seeds
   lower = LOWER_IS_BETTER[task.metric_name]
-  scores = np.where(ok, final, np.inf if lower else -np.inf).reshape(len(found), seeds).mean(1)
-  scores = scores if lower else -scores
-  chosen = {}
-  for row in rows:
-    competing = [i for i, c in enumerate(found) if row in c.rows]
-    chosen[row] = found[competing[int(np.argmin(scores[competing]))]]
+  report = progress or (lambda done, total: None)
+  test_runs = len(rows) * config.num_seeds
+  done = [0]  # validation runs finished; the total is known one round at a time
+  report(0, len(candidates(config, name)) * seeds + test_runs)
+
+  def evaluate(new):
+    runs = len(new) * seeds
+    keys = jnp.tile(jax.random.split(validation_key, seeds), (len(new),))
+    run = evaluate_in_chunks(runner, keys, data([c for c in new for _ in range(seeds)]), chunk,
+                             lambda k: report(done[0] + k, done[0] + runs + test_runs), shared)
+    done[0] += runs
+    final, ok = final_scores(run)
+    loss = np.where(ok, np.asarray(run.test_loss)[:, -1], np.inf).reshape(len(new), seeds)
+    metric = np.where(ok, final if lower else -final, np.inf).reshape(len(new), seeds)
+    return loss.mean(1), metric.mean(1)
+
+  chosen = selection.select(plan_names(config), settings.eta_grid, settings.eta_cap,
+                            config.attention_multipliers, evaluate, settings.select_by)
   keys = jnp.tile(jax.random.split(test_key, config.num_seeds), (len(rows),))
   test = evaluate_in_chunks(
-      runner, keys, data([chosen[row] for row in rows for _ in range(config.num_seeds)]), chunk,
-      lambda done: report(validation_runs + done, validation_runs + test_runs))
+      runner, keys, data([chosen.chosen[row] for row in rows for _ in range(config.num_seeds)]),
+      chunk, lambda k: report(done[0] + k, done[0] + test_runs), shared)
   per_row = jax.tree_util.tree_map(
       lambda x: x.reshape(len(rows), config.num_seeds, *x.shape[1:]), test)
-  return {row: (chosen[row], jax.tree_util.tree_map(lambda x, i=i: x[i], per_row))
-          for i, row in enumerate(rows)}
+  return chosen, {row: jax.tree_util.tree_map(lambda x, i=i: x[i], per_row)
+                  for i, row in enumerate(rows)}

@@ -626,6 +626,7 @@ def test_limit_risk_is_the_least_squares_minimum():
 # --- experiments/table1_protocol.py: the selection step of run_task -------------------------
 
 class _FakeRun(NamedTuple):
+  test_loss: np.ndarray    # (R, records)
   test_metric: np.ndarray  # (R, records)
   diverged: np.ndarray     # (R,)
 
@@ -637,7 +638,8 @@ def _fake_runner_factory(diverge_above):
   def make_runner(task, model, slots, **options):
     def runner(keys, data):
       eta = np.asarray(data.etas).max(axis=1)
-      return _FakeRun(np.stack([np.zeros_like(eta), eta], axis=1), eta > diverge_above)
+      records = np.stack([np.zeros_like(eta), eta], axis=1)
+      return _FakeRun(np.zeros_like(records), records, eta > diverge_above)
     return runner
 
   return make_runner
@@ -659,6 +661,7 @@ def test_table1_selection_picks_the_best_non_diverged_candidate(metric_name):
   config.validation_seeds, config.num_seeds = 2, 2
   config.attention_multipliers = (1.0, 10.0)
   config.task_settings["occurrence"].eta_grid = (0.1, 0.3, 1.0, 3.0)
+  config.task_settings["occurrence"].select_by = "metric"  # every loss is 0 here
   sign = 1.0 if metric_name == "accuracy" else -1.0
   diverge_above = 2.0
   base = _fake_runner_factory(diverge_above)
@@ -669,11 +672,12 @@ def test_table1_selection_picks_the_best_non_diverged_candidate(metric_name):
         test_metric=sign * runner(keys, data).test_metric)
 
   task = types.SimpleNamespace(metric_name=metric_name)
-  results = protocol.run_task(config, "occurrence", (task, None), jax.random.key(0),
-                              jax.random.key(1), make_runner=make_runner)
+  selected, results = protocol.run_task(config, "occurrence", (task, None), jax.random.key(0),
+                                        jax.random.key(1), make_runner=make_runner)
   found = protocol.candidates(config, "occurrence")
   assert set(results) == set(protocol.table_rows(config))
-  for row, (chosen, run) in results.items():
+  for row, run in results.items():
+    chosen = selected.chosen[row]
     competing = [c for c in found if row in c.rows]
     ok = [c for c in competing if max(c.etas().values()) <= diverge_above]
     expected = max(ok, key=lambda c: max(c.etas().values()))

@@ -25,11 +25,10 @@ max_len of 64 leaves only 20% positives for AND at d = 50). The ICL bigram uses
 k = 10 tokens and mean length 50: at k = 50 (max_len 64) the Bayes predictor is
 only 0.004 nats better than the uniform one and no plan learned anything.
 
-Attention (`attention_variants`). Every transformer task runs under both
+Attention (`attention_variants`). Every transformer task runs every plan under both
 parameterisations of its attention: "kqv" (W_Q, W_K, W_V, W_O, readout from a
-small init, `init_scale`) with every plan, and "direct" (per-head score and value
-maps from zero, the (α, β) parameterisation the paper's theory covers) with the
-plans of `direct_plans` (three_phase against joint training).
+small init, `init_scale`) and "direct" (per-head score and value maps from zero, the
+(α, β) parameterisation the paper's theory covers).
 
 Optimizers and step sizes. Plain SGD on fresh minibatches, except Adam for the
 ICL bigram, where SGD from the small init did not leave the KQV saddle within
@@ -38,11 +37,26 @@ ICL bigram, where SGD from the small init did not leave the KQV saddle within
 phases and η_attn = m·η_out for the attention phase, m from
 `attention_multipliers`; their plain rows keep m = 1 (one η), their
 "_per_phase" rows choose m too. Step sizes are chosen on `validation_seeds`
-seeds (never the test seeds) by the final held-out metric; diverged validation
-seeds lose. Phase lengths (`phase_fractions`): three_phase T/4 output, T/4
-attention, T/2 output; attention_first T/2 attention, T/2 output; the others T.
+seeds (never the test seeds) by the final held-out loss, the metric breaking ties
+(`select_by`: "loss", or "metric" for the reverse); diverged validation seeds lose.
+When a plan's chosen η is an edge of its grid, the grid grows by its own ratio at
+that edge until the choice is interior or the next point leaves `eta_cap`
+(experiments/table1_selection.py); the table marks extended and capped cells.
+
+Exact rows (`exact`). Occurrence, OR and AND also get rows computed by exact
+population gradient descent on the direct (α, β) model from θ0 = 0, with the same
+plans, phase fractions, T and grids (experiments/table1_exact.py): no seeds. Even
+pairs has them too (transfer route), off by default: at T = 2000 its ~30 candidates
+take about 25 min on this 2-core CPU (BUILD_NOTES.md); turn them on with
+--config.task_settings.even_pairs.exact=True.
+
+Phase lengths (`phase_fractions`): three_phase T/4 output, T/4 attention, T/2 output;
+attention_first T/2 attention, T/2 output; the others T.
 Every plan of a (task, attention) runs through one compiled runner, in chunks
-of `chunk_size` runs (0: the test rows of a task, one chunk).
+of `chunk_size` runs (0: the test rows of a task, one chunk). With `count_form`,
+models that read only token counts (CLS query, no positions), or counts and the
+first and last token (first/last markers), train on count vectors: the same
+strings and numbers at V or V + 2 entries instead of max_len.
 
 `--config experiments/configs/table1.py:quick` is the CI smoke variant (small width,
 20 steps, 2 seeds; experiments.table1_protocol.quick). It is built before the command
@@ -53,11 +67,12 @@ holds in it as in the full config.
 import ml_collections
 
 LANGUAGE_GRID = (0.3, 1.0, 3.0, 10.0)
+LANGUAGE_CAP = (0.01, 100.0)  # the grid extends by its ratio (3.33) within these bounds
 
 
 def _settings(**fields) -> ml_collections.ConfigDict:
   defaults = dict(model="transformer", heads=1, query="cls", positional="none", max_len=None,
-                  optimizer="sgd")
+                  optimizer="sgd", select_by="loss", exact=False)
   return ml_collections.ConfigDict(dict(defaults, **fields))
 
 
@@ -81,20 +96,23 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
   config.num_seeds = 8
   config.seed = 0
   config.attention_variants = ("kqv", "direct")
-  config.direct_plans = ("joint", "three_phase")
   config.attention_multipliers = (1.0, 100.0, 10000.0)
   config.phase_fractions = ml_collections.ConfigDict({"three_phase": (0.25, 0.25),
                                                       "attention_first": (0.5,)})
-  config.chunk_size = 0
+  config.chunk_size = 16
+  config.count_form = True     # order-free models train on count vectors (same numbers)
   config.task_settings = ml_collections.ConfigDict({
-      "occurrence": _settings(steps=1000, eta_grid=LANGUAGE_GRID),
-      "or": _settings(steps=1000, eta_grid=LANGUAGE_GRID),
-      "and": _settings(heads=2, steps=2000, eta_grid=LANGUAGE_GRID),
+      "occurrence": _settings(steps=1000, eta_grid=LANGUAGE_GRID, eta_cap=LANGUAGE_CAP,
+                              exact=True),
+      "or": _settings(steps=1000, eta_grid=LANGUAGE_GRID, eta_cap=LANGUAGE_CAP, exact=True),
+      "and": _settings(heads=2, steps=2000, eta_grid=LANGUAGE_GRID, eta_cap=LANGUAGE_CAP,
+                       exact=True),
       "even_pairs": _settings(heads=2, query="last", positional="first_last", steps=2000,
-                              eta_grid=(0.3, 1.0, 1.5)),
+                              eta_grid=(0.3, 1.0, 1.5), eta_cap=(0.01, 10.0)),
       "icl_bigram": _settings(query="last", k=10, mean_length=50, max_len=128, steps=5000,
-                              optimizer="adam", eta_grid=(0.001, 0.003, 0.01)),
-      "slr": _settings(model="slr", steps=1000, eta_grid=(0.01, 0.03, 0.1)),
+                              optimizer="adam", eta_grid=(0.001, 0.003, 0.01),
+                              eta_cap=(1e-4, 0.1)),
+      "slr": _settings(model="slr", steps=1000, eta_grid=(0.01, 0.03, 0.1), eta_cap=(1e-3, 1.0)),
   })
   if variant == "quick":
     from experiments import table1_protocol  # the one place the smoke settings live

@@ -235,7 +235,7 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
         if progress:
           progress(done, total)
       waiting = pending if chunk is not None else None
-  _wait_for_processes(process_count, wait_timeout)
+  wait_for_processes(process_count, wait_timeout)
   if process_index != 0:
     return None
   loaded = [computed.get((chunk.group, chunk.index)) or store.load(chunk.group, chunk.index)
@@ -297,8 +297,9 @@ def risk_paths(results: dict, rows) -> tuple[np.ndarray, np.ndarray]:
 _barriers = itertools.count()  # every process runs the same sweeps, so the ids agree
 
 
-def _wait_for_processes(process_count: int, timeout: float) -> None:
-  """Blocks until every process of a jax.distributed run has stored its chunks.
+def wait_for_processes(process_count: int, timeout: float = 3600.0) -> None:
+  """Blocks until every process of a jax.distributed run has stored its chunks (the sweep,
+  Table 1).
 
   The public barrier of multihost_utils (every process agrees on the barrier's
   name), waited for in a thread so that a process that never arrives gives a

@@ -1,0 +1,90 @@
+"""Table 1's exact rows: population gradient descent by an exact route (docs/theory.md §3, §5, §7).
+
+For occurrence, OR and AND (the Laplace route) and even pairs (the transfer route) the
+direct (α, β) model runs every plan from θ0 = 0 with the sampled rows' phase fractions, T
+and step-size grids, on the exact population risk: no seeds and no held-out sample. Step
+sizes are chosen by the rule of the sampled rows (experiments.table1_selection) with the
+final exact risk as the loss and the final 0-1 error as the metric. The row is the
+population dynamics that the sampled direct rows estimate, up to their truncation of the
+length law at max_len (mass ≤ 1e-3, the task's `truncated_mass`).
+
+Models: occurrence, OR, AND: the plain model on d = config.width letters (one head: for
+AND this is the theory's single head, where the sampled rows use two). Even pairs: the last-token
+query with first/last position tables on {0, 1}, the one-head model that can express
+first = last (docs/theory.md §2b).
+"""
+
+from __future__ import annotations
+
+import jax
+
+import lagjax as lj
+from experiments import table1_protocol as protocol
+from experiments import table1_selection as selection
+from lagjax import tasks
+from lagjax.data import regular_builtins
+from lagjax.dynamics import train as train_lib
+from lagjax.models import direct
+
+MODELS = {"even_pairs": "last-token query, first/last tables, d = 2"}
+
+
+def language_and_theta0(name: str, config):
+  """The task's language under its (untruncated) length law, and θ0 = 0 in its layout."""
+  settings = config.task_settings[name]
+  if name == "even_pairs":
+    task = tasks.get_task(name, max_len=settings.max_len)
+    return (regular_builtins.even_pairs(length=task.length),
+            lj.init_params(2, query="last", positions="first_last"))
+  task = tasks.get_task(name, d=config.width, max_len=settings.max_len)
+  return task.extras["language"], lj.init_params(config.width)
+
+
+def describe_model(name: str, config) -> str:
+  return MODELS.get(name, f"plain (α, β), one head, d = {config.width}")
+
+
+def make_exact_runner(lang, theta0, plan: lj.plans.Plan, steps: int, record_every: int):
+  """jit(vmap(run)) over (keys, PlanData) for every plan with `plan`'s slots: the one
+  training loop of lj.train (lagjax.dynamics.train.make_runner) on the exact route."""
+  partition = train_lib.choose_partition(lang, theta0, plan, "auto")
+  run = train_lib.make_runner(lang, plan.slots(protocol.NUM_SLOTS), partition, num_steps=steps,
+                              layout=direct.layout(theta0), record_every=record_every)
+  grouped = direct.group_params(partition, theta0)
+  return jax.jit(jax.vmap(lambda key, data: run(grouped, key, data)))
+
+
+def run_exact(config, name: str, progress=None, shared=None):
+  """(Selection, {row: Run}) for every row of task `name` under exact population GD; shared
+  (experiments.distributed.SharedChunks) splits the chunks over processes."""
+  settings = config.task_settings[name]
+  lang, theta0 = language_and_theta0(name, config)
+  steps = settings.steps
+
+  def plan_of(candidate):
+    return protocol.make_plan(candidate.plan_name, candidate.etas(), steps, settings.optimizer,
+                              tuple(config.phase_fractions.get(candidate.plan_name, ())))
+
+  first = protocol.candidates(config, name)[0]
+  runner = make_exact_runner(lang, theta0, plan_of(first), steps,
+                             max(1, steps // config.records))
+  runs, done = {}, [0]
+
+  def evaluate(new):
+    data = jax.tree_util.tree_map(lambda *xs: jax.numpy.stack(xs),
+                                  *[plan_of(c).data(protocol.NUM_SLOTS) for c in new])
+    keys = jax.random.split(jax.random.key(config.seed), len(new))  # unused: no sampling
+    report = progress or (lambda done, total: None)
+    out = protocol.evaluate_in_chunks(runner, keys, data, config.chunk_size or len(new),
+                                      lambda k: report(done[0] + k, done[0] + len(new)), shared)
+    done[0] += len(new)
+    for i, candidate in enumerate(new):
+      runs[candidate] = jax.tree_util.tree_map(lambda x, i=i: x[i], out)
+    ok = ~out.diverged
+    risk = jax.numpy.where(ok, out.risk[:, -1], jax.numpy.inf)
+    error = jax.numpy.where(ok, out.error[:, -1], jax.numpy.inf)
+    return risk, error
+
+  chosen = selection.select(protocol.plan_names(config), settings.eta_grid, settings.eta_cap,
+                            config.attention_multipliers, evaluate, settings.select_by)
+  return chosen, {row: runs[candidate] for row, candidate in chosen.chosen.items()}

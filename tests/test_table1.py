@@ -1,0 +1,232 @@
+"""Table 1's final form (issue 19): selection on the held-out loss, grids that bracket, the
+count form, exact rows and runs split over processes."""
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lagjax as lj
+from experiments import table1_selection as selection
+from lagjax import tasks
+from lagjax.models import transformer
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# --- selection ------------------------------------------------------------------------------
+
+def test_the_loss_chooses_the_multiplier_when_accuracies_tie():
+  """Every (η, m) of three_phase reaches accuracy 1 (the metric ties), but the losses differ:
+  the per-phase row takes the lowest loss (m = 100), where a choice by accuracy would take
+  m = 1 by order. The one-η row sees only m = 1 candidates."""
+  found = selection.candidates({"three_phase": (0.3, 1.0)}, (1.0, 100.0, 10000.0))
+  loss = {(0.3, 1.0): 0.20, (0.3, 100.0): 0.05, (0.3, 10000.0): 0.09,
+          (1.0, 1.0): 0.15, (1.0, 100.0): 0.07, (1.0, 10000.0): 0.30}
+  losses = [loss[c.eta_out, c.eta_attn / c.eta_out] for c in found]
+  accuracy_tie = [-1.0] * len(found)  # negated accuracy 1: lower is better
+  chosen = selection.choose(found, losses, accuracy_tie)
+  assert (chosen["three_phase_per_phase"].eta_out, chosen["three_phase_per_phase"].eta_attn) \
+      == (0.3, 30.0)
+  assert (chosen["three_phase"].eta_out, chosen["three_phase"].eta_attn) == (1.0, 1.0)
+  by_metric = selection.choose(found, losses, accuracy_tie, select_by="metric")
+  assert by_metric["three_phase_per_phase"] == found[1]  # the tie goes to the loss: m = 100
+  # Equal losses (every seed diverged) go to the metric.
+  tied = selection.choose(found, [np.inf] * len(found), list(range(len(found)))[::-1])
+  assert tied["three_phase_per_phase"] == found[-1]
+
+
+def toy_evaluate(optimum: float):
+  """Loss (ln η - ln optimum)² per candidate (a bowl in log η) and a constant metric."""
+  calls = []
+
+  def evaluate(new):
+    calls.append([c.eta_out for c in new])
+    return [math.log(c.eta_out / optimum) ** 2 for c in new], [0.0] * len(new)
+
+  return evaluate, calls
+
+
+def test_a_grid_extends_until_the_choice_is_interior():
+  """The optimum 0.02 lies below the grid (0.3, 1, 3, 10): the grid grows downwards by its
+  own ratio 10/3 (0.09, 0.027, 0.0081) until the choice 0.027 has a smaller neighbour, and
+  each round evaluates only the new point."""
+  evaluate, calls = toy_evaluate(0.02)
+  result = selection.select(["joint"], (0.3, 1.0, 3.0, 10.0), (1e-3, 100.0), (1.0,), evaluate)
+  assert calls[0] == [0.3, 1.0, 3.0, 10.0]
+  np.testing.assert_allclose([c[0] for c in calls[1:]], [0.09, 0.027, 0.0081], rtol=1e-12)
+  np.testing.assert_allclose(result.chosen["joint"].eta_out, 0.027, rtol=1e-12)
+  np.testing.assert_allclose(result.added["joint"], [0.0081, 0.027, 0.09], rtol=1e-12)
+  assert result.capped["joint"] == ()
+  assert result.note("joint").startswith("extended by 0.0081, 0.027, 0.09")
+
+
+def test_a_grid_stops_at_its_cap_and_says_so():
+  """Above the grid, the optimum 500 is out of reach of the cap 40: the grid takes 33.3 and
+  then reports its high edge at the cap."""
+  evaluate, _ = toy_evaluate(500.0)
+  result = selection.select(["joint"], (0.3, 1.0, 3.0, 10.0), (0.3, 40.0), (1.0,), evaluate)
+  np.testing.assert_allclose(result.chosen["joint"].eta_out, 100.0 / 3.0, rtol=1e-12)
+  assert result.capped["joint"] == ("high",)
+  assert "high edge at cap" in result.note("joint")
+  # A one-point grid has no ratio: it stays as it is.
+  single = selection.select(["joint"], (1.0,), (0.1, 10.0), (1.0,), toy_evaluate(5.0)[0])
+  assert single.grids["joint"] == [1.0] and single.note("joint") == ""
+
+
+# --- count form -----------------------------------------------------------------------------
+
+def _models(vocab: int, max_len: int):
+  """(name, apply(params, batch), params) for the order-free models of Table 1."""
+  found = []
+  for heads, query, positional, attention in [(2, "cls", "none", "kqv"),
+                                              (1, "cls", "none", "direct"),
+                                              (2, "last", "first_last", "kqv"),
+                                              (2, "last", "first_last", "direct"),
+                                              (1, "cls", "first_last", "kqv")]:
+    config = transformer.TransformerConfig(max_len=max_len, vocab=vocab, heads=heads,
+                                           query=query, positional=positional,
+                                           attention=attention)
+    params, fixed = transformer.init(jax.random.key(3), config, 0.5)
+    if attention == "direct":  # from zero nothing depends on the input: use random maps
+      params = jax.tree_util.tree_map(
+          lambda x: jax.random.normal(jax.random.key(4), x.shape), params)
+
+    def apply(params, batch, fixed=fixed, config=config):
+      return transformer.apply(params, fixed, config, batch.inputs, batch.mask,
+                               batch.multiplicity)
+    found.append((f"{attention} {query} {positional}", apply, params,
+                  not (query == "cls" and positional == "none")))
+  return found
+
+
+@pytest.mark.parametrize("task_name", ["occurrence", "even_pairs"])
+def test_count_form_equals_token_form_on_the_same_strings(task_name):
+  """Outputs and gradients of every order-free model (KQV and direct attention; CLS query,
+  or first/last markers and the last-token query) on count vectors equal the padded token
+  form on the same strings to 1e-12 (float64 roundoff of sums reordered over ≤ 20 tokens).
+  max_len = 3 for even pairs so the batch has strings of length 1 (no last entry) and 2 (no
+  middle). Fails if the multiplicity is ignored or an end token is misplaced."""
+  if task_name == "even_pairs":
+    task = tasks.get_task(task_name, max_len=3)
+  else:
+    task = tasks.get_task(task_name, d=5, max_len=20)
+  key = jax.random.key(0)
+  for name, apply, params, ends in _models(task.input_dim, task.max_len):
+    if task_name == "occurrence" and ends and "last" in name:
+      continue
+    tokens = task.sample(key, 64)
+    counts = tasks.count_form(task, ends=ends).sample(key, 64)
+    assert counts.inputs.shape[-1] == task.input_dim + 2 * ends
+    np.testing.assert_array_equal(tokens.targets, counts.targets)
+    if task_name == "even_pairs":
+      assert {1, 2, 3} <= set(np.asarray(tokens.lengths).tolist())
+    want, got = apply(params, tokens), apply(params, counts)
+    assert np.abs(np.asarray(want)).max() > 1e-3, name  # not a trivial zero model
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12, err_msg=name)
+    grads = [jax.grad(lambda p, b=b, apply=apply: jnp.sum(apply(p, b) ** 2))(params)
+             for b in (tokens, counts)]
+    for leaf_want, leaf_got in zip(*map(jax.tree_util.tree_leaves, grads)):
+      np.testing.assert_allclose(leaf_got, leaf_want, rtol=0, atol=1e-12, err_msg=name)
+
+
+def test_count_form_of_the_direct_model_equals_its_token_form():
+  """Table 1's direct (α, β) model: forward_counts on count vectors equals forward_tokens on
+  the strings (outputs and gradients, 1e-12)."""
+  task = tasks.get_task("and", d=6, max_len=30)
+  key = jax.random.key(1)
+  tokens, counts = task.sample(key, 64), tasks.count_form(task).sample(key, 64)
+  params = {"alpha": jax.random.normal(jax.random.key(2), (6,)),
+            "beta": jax.random.normal(jax.random.key(3), (6,))}
+  want, got = (lj.forward_tokens(params, tokens.inputs, tokens.mask),
+               lj.forward_counts(params, counts.multiplicity))
+  np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+  grad_want = jax.grad(lambda p: jnp.sum(lj.forward_tokens(p, tokens.inputs, tokens.mask)))(
+      params)
+  grad_got = jax.grad(lambda p: jnp.sum(lj.forward_counts(p, counts.multiplicity)))(params)
+  for name in params:
+    np.testing.assert_allclose(grad_got[name], grad_want[name], rtol=0, atol=1e-12)
+
+
+def test_count_form_refuses_an_order_dependent_model():
+  config = transformer.TransformerConfig(max_len=8, vocab=3, positional="learned")
+  params, fixed = transformer.init(jax.random.key(0), config)
+  with pytest.raises(ValueError, match="multiplicity .* needs a model that ignores token order"):
+    transformer.apply(params, fixed, config, jnp.zeros((1, 3), jnp.int32),
+                      jnp.ones((1, 3), bool), jnp.ones((1, 3)))
+
+
+# --- exact rows -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["occurrence", "even_pairs"])
+def test_an_exact_row_equals_lj_train(name):
+  """Each exact row (Laplace route for occurrence, transfer route for even pairs) equals
+  lj.train on the same language and plan, with the row's step sizes, phase fractions and T:
+  final risk and 0-1 error to 1e-12 (the same loop; vmapping only reorders roundoff)."""
+  from experiments import table1_exact
+  from experiments import table1_protocol as protocol
+  from experiments.configs import table1 as table1_configs
+
+  config = table1_configs.get_config("quick")
+  with config.unlocked():
+    config.plans = ("joint", "three_phase", "attention_only")
+    config.task_settings[name].steps = 12
+    config.task_settings[name].eta_grid = (1.0, 3.0)
+    config.task_settings[name].eta_cap = (1.0, 3.0)
+    config.task_settings[name].exact = True
+  protocol.validate(config)
+  chosen, runs = table1_exact.run_exact(config, name)
+  lang, theta0 = table1_exact.language_and_theta0(name, config)
+  assert set(runs) == {"joint", "three_phase", "three_phase_per_phase", "attention_only"}
+  for row, run in runs.items():
+    candidate = chosen.chosen[row]
+    plan = protocol.make_plan(candidate.plan_name, candidate.etas(), 12, "sgd",
+                              tuple(config.phase_fractions.get(candidate.plan_name, ())))
+    alone = lj.train(lang, plan, theta0, record_every=max(1, 12 // config.records))
+    np.testing.assert_allclose(run.risk, alone.risk, rtol=0, atol=1e-12, err_msg=row)
+    np.testing.assert_allclose(run.error, alone.error, rtol=0, atol=1e-12, err_msg=row)
+  # Attention alone from θ0 = 0 never moves (β = 0 kills its gradient): the risk stays ½.
+  np.testing.assert_allclose(runs["attention_only"].risk[-1], 0.5, rtol=0, atol=1e-12)
+  assert runs["joint"].risk[-1] < 0.5
+
+
+# --- several processes ----------------------------------------------------------------------
+
+def _table1(workdir, *extra):
+  return [sys.executable, "-m", "experiments.table1", "--config",
+          str(REPO / "experiments/configs/table1.py") + ":quick",
+          "--config.tasks=('occurrence',)", "--config.attention_variants=('direct',)",
+          "--config.plans=('joint', 'three_phase', 'output_only')", "--config.chunk_size=2",
+          "--workdir", str(workdir), *extra]
+
+
+def test_two_processes_write_the_table_of_one(tmp_path):
+  """Table 1 split over 2 processes on loopback (jax.distributed; chunks of 2 runs, so each
+  process computes some of every block's chunks) writes table1.csv byte for byte equal to a
+  one-process run's: each chunk is the same compiled computation on the same inputs."""
+  env = dict(os.environ, LAGJAX_COMPILATION_CACHE=str(tmp_path / "xla_cache"))
+  alone = subprocess.run(_table1(tmp_path / "one"), cwd=REPO, capture_output=True, text=True,
+                         timeout=300, env=env)
+  assert alone.returncode == 0, alone.stderr[-3000:]
+  port = 21000 + os.getpid() * 7 % 20000
+  processes = [subprocess.Popen(
+      _table1(tmp_path / "two", f"--coordinator=127.0.0.1:{port}", "--num_processes=2",
+              f"--process_id={i}"), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+      text=True, env=env) for i in (1, 0)]
+  try:
+    outputs = [process.communicate(timeout=300)[0] for process in processes[::-1]]
+  finally:
+    for process in processes:
+      process.kill()
+  for process, output in zip(processes[::-1], outputs):
+    assert process.returncode == 0, output[-3000:]
+  one = (tmp_path / "one" / "table1.csv").read_text()
+  assert (tmp_path / "two" / "table1.csv").read_text() == one
+  assert "exact" in one and "direct" in one
+  assert not (tmp_path / "two" / "shared_chunks").exists()
