@@ -46,9 +46,10 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/table1", "Output folder.")
 
 def main(argv):
   del argv
-  common.setup_jax()
   config = _CONFIG.value
   protocol.validate(config)
+  common.xla_backend_optimization(config.xla_backend_optimization_level)
+  common.setup_jax()
   common.writable_workdir(_WORKDIR.value)
   distributed.initialize()
   shared = distributed.SharedChunks(os.path.join(_WORKDIR.value, "shared_chunks"))

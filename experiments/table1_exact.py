@@ -17,6 +17,7 @@ first = last (docs/theory.md §2b).
 from __future__ import annotations
 
 import jax
+import numpy as np
 
 import lagjax as lj
 from experiments import table1_protocol as protocol
@@ -45,13 +46,15 @@ def describe_model(name: str, config) -> str:
 
 
 def make_exact_runner(lang, theta0, plan: lj.plans.Plan, steps: int, record_every: int):
-  """jit(vmap(run)) over (keys, PlanData) for every plan with `plan`'s slots: the one
-  training loop of lj.train (lagjax.dynamics.train.make_runner) on the exact route."""
+  """runs[s, c] over keys (S,) x PlanData (C, ...) for every plan with `plan`'s slots, in
+  the form of task_train.make_grid_runner: the one training loop of lj.train
+  (lagjax.dynamics.train.make_runner) on the exact route (the key is unused)."""
   partition = train_lib.choose_partition(lang, theta0, plan, "auto")
   run = train_lib.make_runner(lang, plan.slots(protocol.NUM_SLOTS), partition, num_steps=steps,
                               layout=direct.layout(theta0), record_every=record_every)
   grouped = direct.group_params(partition, theta0)
-  return jax.jit(jax.vmap(lambda key, data: run(grouped, key, data)))
+  over_plans = jax.vmap(lambda key, data: run(grouped, key, data), in_axes=(None, 0))
+  return jax.jit(jax.vmap(over_plans, in_axes=(0, None)))
 
 
 def run_exact(config, name: str, progress=None, shared=None):
@@ -73,17 +76,16 @@ def run_exact(config, name: str, progress=None, shared=None):
   def evaluate(new):
     data = jax.tree_util.tree_map(lambda *xs: jax.numpy.stack(xs),
                                   *[plan_of(c).data(protocol.NUM_SLOTS) for c in new])
-    keys = jax.random.split(jax.random.key(config.seed), len(new))  # unused: no sampling
     report = progress or (lambda done, total: None)
-    out = protocol.evaluate_in_chunks(runner, keys, data, config.chunk_size or len(new),
-                                      lambda k: report(done[0] + k, done[0] + len(new)), shared)
+    out = protocol.evaluate_grid(runner, jax.random.key(config.seed)[None], data,
+                                 config.chunk_size or len(new), 1,
+                                 lambda k: report(done[0] + k, done[0] + len(new)), shared)
+    out = jax.tree_util.tree_map(lambda x: x[:, 0], out)  # the one key
     done[0] += len(new)
     for i, candidate in enumerate(new):
       runs[candidate] = jax.tree_util.tree_map(lambda x, i=i: x[i], out)
     ok = ~out.diverged
-    risk = jax.numpy.where(ok, out.risk[:, -1], jax.numpy.inf)
-    error = jax.numpy.where(ok, out.error[:, -1], jax.numpy.inf)
-    return risk, error
+    return np.where(ok, out.risk[:, -1], np.inf), np.where(ok, out.error[:, -1], np.inf)
 
   chosen = selection.select(protocol.plan_names(config), settings.eta_grid, settings.eta_cap,
                             config.attention_multipliers, evaluate, settings.select_by)

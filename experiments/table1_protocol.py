@@ -12,7 +12,8 @@ defining any flag:
 - run_task(...): candidates x validation seeds in rounds until every choice is bracketed
   (experiments.table1_selection), then the chosen step sizes x test seeds, through ONE
   compiled runner per (task, attention): every plan is data (three padded slots),
-  evaluated in fixed-size chunks.
+  evaluated in fixed blocks of (validation_seeds seeds x chunk_size plans). The plans of
+  a block share each seed's minibatches, sampled once (task_train.make_grid_runner).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import lagjax as lj
 from experiments import table1_selection as selection
 from experiments.table1_selection import PER_PHASE, TWO_STEP_SIZES  # noqa: F401 (re-exported)
 from lagjax import models, tasks, validation
-from lagjax.dynamics.task_train import make_batched_runner
+from lagjax.dynamics.task_train import make_grid_runner
 from lagjax.models import slr, transformer
 
 NUM_SLOTS = 3  # the longest plan (three_phase); shorter plans are padded
@@ -56,6 +57,7 @@ def quick(config) -> None:
   config.width, config.batch_size, config.records, config.test_size = 6, 16, 4, 128
   config.validation_seeds, config.num_seeds = 1, 2
   config.attention_multipliers = (1.0, 100.0)
+  config.xla_backend_optimization_level = 0  # 20 steps: compiling is the time, not running
   for name, settings in config.task_settings.items():
     settings.steps = 20
     settings.eta_grid = settings.eta_grid[1:2] or settings.eta_grid[:1]
@@ -101,8 +103,12 @@ def validate(config) -> None:
   if not isinstance(config.count_form, bool):
     _fail("count_form", "True (train order-free models on count vectors) or False (padded "
           "tokens)", config.count_form)
+  level = config.xla_backend_optimization_level
+  if level is not None and not (validation.is_int(level) and 0 <= level <= 3):
+    _fail("xla_backend_optimization_level", "None (XLA's default) or an integer in 0..3 "
+          "(0 compiles fastest)", level)
   if not (validation.is_int(config.chunk_size) and config.chunk_size >= 0):
-    _fail("chunk_size", "an integer >= 0 (0: the number of test rows of a task)",
+    _fail("chunk_size", "an integer >= 0, plans per compiled call (0: the table rows of a task)",
           config.chunk_size)
   for name in config.tasks:
     if name not in config.task_settings:
@@ -239,8 +245,8 @@ def candidates(config, name: str) -> list[selection.Candidate]:
 
 
 def final_scores(run):
-  """Final held-out metric per run and which runs did not diverge."""
-  final = np.asarray(run.test_metric[:, -1])
+  """Final held-out metric per run (any leading axes) and which runs did not diverge."""
+  final = np.asarray(run.test_metric[..., -1])
   return final, ~np.asarray(run.diverged) & np.isfinite(final)
 
 
@@ -250,34 +256,43 @@ def mean_std(values, ok) -> tuple:
   return (float(values.mean()), float(values.std())) if values.size else ("", "")
 
 
-def evaluate_in_chunks(runner: Callable, keys, data, chunk: int, progress=None, shared=None):
-  """runner over rows (R,) in fixed chunks of `chunk` rows (the last padded): one shape, so
-  one compilation, whatever R. progress(rows done) after each finished chunk. With `shared`
-  (experiments.distributed.SharedChunks) the chunks are split over the processes."""
-  rows = keys.shape[0]
-  padded = -(-rows // chunk) * chunk
-  index = np.minimum(np.arange(padded), rows - 1)
-  keys, data = keys[index], jax.tree_util.tree_map(lambda x: x[index], data)
+def evaluate_grid(runner: Callable, keys, data, chunk: int, seed_block: int, progress=None,
+                  shared=None):
+  """runner over seeds keys (S,) x plans data (C, ...) in blocks of seed_block seeds x chunk
+  plans (the last ones padded by repetition): one shape, so one compilation, whatever S and
+  C. Returns the runs with leading axes (C, S). progress(runs done) after each block. With
+  `shared` (experiments.distributed.SharedChunks) the blocks are split over processes."""
+  seeds, plans = keys.shape[0], jax.tree_util.tree_leaves(data)[0].shape[0]
+  seed_index = np.minimum(np.arange(-(-seeds // seed_block) * seed_block), seeds - 1)
+  plan_index = np.minimum(np.arange(-(-plans // chunk) * chunk), plans - 1)
+  keys, data = keys[seed_index], jax.tree_util.tree_map(lambda x: x[plan_index], data)
+  blocks = [(s, c) for s in range(0, seed_index.size, seed_block)
+            for c in range(0, plan_index.size, chunk)]
 
   def compute(i):
-    start = i * chunk
-    part = jax.block_until_ready(runner(keys[start:start + chunk], jax.tree_util.tree_map(
-        lambda x: x[start:start + chunk], data)))
+    s, c = blocks[i]
+    part = jax.block_until_ready(runner(keys[s:s + seed_block], jax.tree_util.tree_map(
+        lambda x: x[c:c + chunk], data)))
     if progress is not None:
-      progress(min(start + chunk, rows))
+      progress(min(seeds * plans, (i + 1) * seed_block * chunk))
     return part
 
   if shared is None:
-    parts = [compute(i) for i in range(padded // chunk)]
+    parts = [compute(i) for i in range(len(blocks))]
   else:
-    template = jax.eval_shape(runner, keys[:chunk], jax.tree_util.tree_map(
+    template = jax.eval_shape(runner, keys[:seed_block], jax.tree_util.tree_map(
         lambda x: x[:chunk], data))
-    parts = shared.map(compute, padded // chunk, template)
-  return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[:rows], *parts)
+    parts = shared.map(compute, len(blocks), template)
+  columns = plan_index.size // chunk
+  rows = [jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=1),
+                                 *parts[r * columns:(r + 1) * columns])
+          for r in range(len(blocks) // columns)]
+  return jax.tree_util.tree_map(
+      lambda *xs: np.swapaxes(np.concatenate(xs, axis=0)[:seeds, :plans], 0, 1), *rows)
 
 
 def run_task(config, name: str, built, validation_key, test_key,
-             make_runner: Callable = make_batched_runner, attention: str = "kqv",
+             make_runner: Callable = make_grid_runner, attention: str = "kqv",
              progress: Callable | None = None, shared=None):
   """Validation then test of every row of task `name` through one compiled runner.
 
@@ -308,7 +323,7 @@ def run_task(config, name: str, built, validation_key, test_key,
 
   rows = table_rows(config)
   seeds = config.validation_seeds
-  chunk = config.chunk_size or len(rows) * config.num_seeds
+  chunk = config.chunk_size or len(rows)
   lower = LOWER_IS_BETTER[task.metric_name]
   report = progress or (lambda done, total: None)
   test_runs = len(rows) * config.num_seeds
@@ -317,22 +332,18 @@ def run_task(config, name: str, built, validation_key, test_key,
 
   def evaluate(new):
     runs = len(new) * seeds
-    keys = jnp.tile(jax.random.split(validation_key, seeds), (len(new),))
-    run = evaluate_in_chunks(runner, keys, data([c for c in new for _ in range(seeds)]), chunk,
-                             lambda k: report(done[0] + k, done[0] + runs + test_runs), shared)
+    run = evaluate_grid(runner, jax.random.split(validation_key, seeds), data(new), chunk, seeds,
+                        lambda k: report(done[0] + k, done[0] + runs + test_runs), shared)
     done[0] += runs
-    final, ok = final_scores(run)
-    loss = np.where(ok, np.asarray(run.test_loss)[:, -1], np.inf).reshape(len(new), seeds)
-    metric = np.where(ok, final if lower else -final, np.inf).reshape(len(new), seeds)
+    final, ok = final_scores(run)  # (candidates, seeds)
+    loss = np.where(ok, np.asarray(run.test_loss)[..., -1], np.inf)
+    metric = np.where(ok, final if lower else -final, np.inf)
     return loss.mean(1), metric.mean(1)
 
   chosen = selection.select(plan_names(config), settings.eta_grid, settings.eta_cap,
                             config.attention_multipliers, evaluate, settings.select_by)
-  keys = jnp.tile(jax.random.split(test_key, config.num_seeds), (len(rows),))
-  test = evaluate_in_chunks(
-      runner, keys, data([chosen.chosen[row] for row in rows for _ in range(config.num_seeds)]),
-      chunk, lambda k: report(done[0] + k, done[0] + test_runs), shared)
-  per_row = jax.tree_util.tree_map(
-      lambda x: x.reshape(len(rows), config.num_seeds, *x.shape[1:]), test)
-  return chosen, {row: jax.tree_util.tree_map(lambda x, i=i: x[i], per_row)
+  test = evaluate_grid(runner, jax.random.split(test_key, config.num_seeds),
+                       data([chosen.chosen[row] for row in rows]), chunk, seeds,
+                       lambda k: report(done[0] + k, done[0] + test_runs), shared)
+  return chosen, {row: jax.tree_util.tree_map(lambda x, i=i: x[i], test)
                   for i, row in enumerate(rows)}

@@ -269,9 +269,9 @@ def test_table1_one_compilation_equals_per_plan_runs(name, model):
   protocol.validate(config)
   built = protocol.build(name, config)
 
-  def counted(task, model, slots, **options):
-    return jax.jit(jax.vmap(chex.assert_max_traces(make_task_runner(task, model, slots,
-                                                                    **options), n=1)))
+  def counted(task, model, slots, **options):  # task_train.make_grid_runner, traces counted
+    run = chex.assert_max_traces(make_task_runner(task, model, slots, **options), n=1)
+    return jax.jit(jax.vmap(jax.vmap(run, in_axes=(None, 0)), in_axes=(0, None)))
 
   keys = jax.random.key(0), jax.random.key(1)
   chosen_rows, results = protocol.run_task(config, name, built, *keys, make_runner=counted)
@@ -333,17 +333,18 @@ def test_table1_selection_averages_each_candidate_over_validation_seeds(select_b
     test_metric: np.ndarray
     diverged: np.ndarray
 
-  def fake_runner(keys, data):
+  def fake_runner(keys, data):  # runs (seeds, plans), as task_train.make_grid_runner
     etas = np.asarray(data.etas)[:, 0]  # joint: one phase, one η
     key_data = np.asarray(jax.random.key_data(keys))
-    final = []
-    for eta, key in zip(etas, key_data):
+    final = np.zeros((len(key_data), len(etas)))
+    for s, key in enumerate(key_data):
       seed = [i for i, k in enumerate(seed_keys) if np.array_equal(k, key)]
-      final.append(SELECTION_SCORES[float(eta)][seed[0]] if seed else 0.0)
-    final, constant = np.asarray(final), np.full(len(final), 0.5)
+      for c, eta in enumerate(etas):
+        final[s, c] = SELECTION_SCORES[float(eta)][seed[0]] if seed else 0.0
+    constant = np.full_like(final, 0.5)
     loss, metric = (final, constant) if select_by == "loss" else (constant, sign * final)
-    return FakeRun(*(np.stack([np.zeros_like(x), x], axis=1) for x in (loss, metric)),
-                   np.zeros(len(final), bool))
+    return FakeRun(*(np.stack([np.zeros_like(x), x], axis=-1) for x in (loss, metric)),
+                   np.zeros(final.shape, bool))
 
   def make_runner(task, model, slots, **options):
     return fake_runner

@@ -637,9 +637,11 @@ def _fake_runner_factory(diverge_above):
 
   def make_runner(task, model, slots, **options):
     def runner(keys, data):
-      eta = np.asarray(data.etas).max(axis=1)
-      records = np.stack([np.zeros_like(eta), eta], axis=1)
-      return _FakeRun(np.zeros_like(records), records, eta > diverge_above)
+      eta = np.asarray(data.etas).max(axis=1)  # runs (seeds, plans): make_grid_runner's form
+      records = np.broadcast_to(np.stack([np.zeros_like(eta), eta], axis=1),
+                                (keys.shape[0],) + eta.shape + (2,))
+      diverged = np.broadcast_to(eta > diverge_above, records.shape[:2])
+      return _FakeRun(np.zeros_like(records), records, diverged)
     return runner
 
   return make_runner

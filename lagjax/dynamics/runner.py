@@ -123,7 +123,8 @@ def uniform_records(total_steps: int, num_records: int) -> np.ndarray:
 
 def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable,
               record: Callable, *, num_steps: int, record_every: int = 1, record_steps=None,
-              max_value: float = MAX_VALUE, constrain: Callable | None = None) -> Callable:
+              max_value: float = MAX_VALUE, constrain: Callable | None = None,
+              always_step: bool = False) -> Callable:
   """Builds run(params0, key, data) -> Trace (not jitted: jit or vmap it).
 
   Args:
@@ -138,6 +139,11 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
       record_grid(num_steps, K)); a record at step t holds the state before step t.
     max_value: an objective above this marks the run diverged.
     constrain: optional map applied to the parameters after every update.
+    always_step: compute every step and keep it only while the run is active, instead of
+      skipping inactive steps with lax.cond. Under vmap a cond with a per-run predicate
+      runs both branches on operands batched over runs; selecting instead leaves what
+      depends only on (key, step) unbatched, so runs that share a key share it
+      (task_train.make_grid_runner: one minibatch per key and step for all its plans).
   """
   grid = every(num_steps, record_every) if record_steps is None else np.asarray(record_steps)
   if grid[0] != 0 or grid[-1] != num_steps or np.any(np.diff(grid) < 0):
@@ -162,6 +168,9 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
         return guard_divergence(value, max_value, (new_params, new_state), (params, state), t)
 
       active = (t < total) & ~diverged
+      if always_step:
+        return jax.tree_util.tree_map(lambda new, old: jnp.where(active, new, old),
+                                      do_step(None), carry), None
       return jax.lax.cond(active, do_step, lambda _: carry, None), None
 
     def block(carry, bounds):

@@ -91,7 +91,7 @@ def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, 
               "output": _flatten(params, labels, "output")}
 
     loop = runner.make_loop(slots, label_fn, objective, record, num_steps=num_steps,
-                              record_every=record_every, max_value=max_loss)
+                            record_every=record_every, max_value=max_loss, always_step=True)
     trace = loop(params, key, data)
     records = trace.records
     return TaskRun(records["steps"], records["test_loss"], records["test_metric"],
@@ -108,6 +108,19 @@ def make_batched_runner(task, model: models.Model, slots: Sequence[plans.Slot], 
   slots, so a validation sweep over plans x η x seeds is a single call.
   """
   return jax.jit(jax.vmap(make_task_runner(task, model, slots, **options)))
+
+
+def make_grid_runner(task, model: models.Model, slots: Sequence[plans.Slot], **options):
+  """jit of runs[s, c] = run(keys[s], data[c]) over keys (S,) and plan data (C, ...).
+
+  The C plans of one key see the same init, minibatches and held-out batch (common random
+  numbers), and each of them is computed once: under the inner vmap over plans the key is
+  not batched, so neither is anything drawn from it. Where sampling a batch costs more than
+  the model's step (long padded strings, count forms), this runs C plans at close to the
+  cost of one. Returns a TaskRun with leading axes (S, C).
+  """
+  over_plans = jax.vmap(make_task_runner(task, model, slots, **options), in_axes=(None, 0))
+  return jax.jit(jax.vmap(over_plans, in_axes=(0, None)))
 
 
 def train_task(task, model: models.Model, plan: plans.Plan, key, *, num_seeds: int = 1,
