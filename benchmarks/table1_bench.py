@@ -12,6 +12,14 @@ batch 32, records every 50 steps, 8 seeds, times after compilation:
 The ratios are baseline / lagjax. The issue's target is ≥ 3× over a Python loop
 over seeds for 8 seeds.
 
+Count form (issue 19), occurrence at d = 50 in the same run: the padded token form
+(strings of max_len = 336 tokens) against the count form (50 counts per string) of the
+same batches, for the KQV transformer and the direct (α, β) model:
+  1. per training step on the same batches: a scan of T gradient + SGD steps over T
+     batches sampled beforehand (the model's work alone); target ≥ 4×;
+  2. end to end in the Table 1 runner (8 seeds vmapped, sampling and records included):
+     the sampler draws the same padded strings in both forms, so it bounds this ratio.
+
 Usage (from the repo root):
   python -m benchmarks.table1_bench [--quick] [--json PATH]
 """
@@ -75,6 +83,51 @@ def step_loop(task, init, apply, eta: float, steps: int, record_every: int):
   return run
 
 
+COUNT_TARGET = 4.0
+
+
+def count_form_rows(quick: bool, repeats: int) -> list[dict]:
+  """Token form vs count form on occurrence at d = 50 (module docstring), per model."""
+  steps = 100 if quick else 300
+  rows = []
+  for model_name in ("transformer", "direct"):
+    config = table1_config.get_config().unlock()
+    config.task_settings.occurrence.model = model_name
+    forms = {}
+    for count_form in (False, True):
+      config.count_form = count_form
+      task, model = protocol.build("occurrence", config)
+      batches = jax.vmap(lambda k, task=task: task.sample(k, BATCH))(
+          jax.random.split(jax.random.key(1), steps))
+      params, fixed = model.init(jax.random.key(2))
+
+      @jax.jit
+      def train(params, batches, task=task, model=model, fixed=fixed):
+        def step(params, batch):
+          grads = jax.grad(lambda p: task.loss(model.apply(p, fixed, batch), batch))(params)
+          return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), None
+        return jax.lax.scan(step, params, batches)[0]
+
+      plan = lj.plans.joint(1.0, steps)
+      runner = make_batched_runner(task, model, plan.slots(), num_steps=steps,
+                                   batch_size=BATCH, record_every=steps // RECORDS,
+                                   test_size=512)
+      data = jax.tree_util.tree_map(lambda x: jnp.stack([x] * SEEDS), plan.data())
+      keys = jax.random.split(jax.random.key(0), SEEDS)
+      forms[count_form] = dict(step=(train, (params, batches)), runner=(runner, (keys, data)),
+                               final=lambda runner=runner, keys=keys, data=data: np.asarray(
+                                   runner(keys, data).test_loss[:, -1]))
+    times = np.median(harness.interleaved_times(
+        [forms[False]["step"], forms[True]["step"], forms[False]["runner"],
+         forms[True]["runner"]], repeats), axis=0)
+    rows.append({"model": model_name, "steps": steps,
+                 "token_step_s": float(times[0]) / steps, "count_step_s": float(times[1]) / steps,
+                 "token_runner_s": float(times[2]), "count_runner_s": float(times[3]),
+                 "max_abs_diff_final_loss": float(np.max(np.abs(
+                     forms[False]["final"]() - forms[True]["final"]())))})
+  return rows
+
+
 def run(quick: bool) -> dict:
   steps = 100 if quick else 500
   repeats = 1 if quick else 3
@@ -110,7 +163,8 @@ def run(quick: bool) -> dict:
                  "vmapped_s": float(times[0]), "loop_of_runs_s": float(times[1]),
                  "loop_of_steps_s": float(times[2]) if stepped is not None else None})
   return {"machine": harness.machine(), "steps": steps, "seeds": SEEDS, "repeats": repeats,
-          "rows": rows, "max_abs_diff_vmapped_vs_loop": checks}
+          "rows": rows, "max_abs_diff_vmapped_vs_loop": checks,
+          "count_form": count_form_rows(quick, repeats)}
 
 
 def table(results: dict) -> str:
@@ -133,6 +187,17 @@ def table(results: dict) -> str:
       "loop of steps: Python loop over seeds and steps of one jitted SGD step (SGD tasks only).",
       "check, final held-out metric, |vmapped − loop of runs| per task: "
       + ", ".join(f"{k} {v:.1e}" for k, v in results["max_abs_diff_vmapped_vs_loop"].items()),
+      "", "Count form vs padded token form, occurrence d = 50 (same batches, same run):", "",
+      *harness.markdown_table(
+          ("model", "token step", "count step", "ratio", f"target ≥ {COUNT_TARGET:g}×",
+           "runner, token (8 seeds)", "runner, count", "ratio", "|Δ final loss|"),
+          [(row["model"], fmt(row["token_step_s"]), fmt(row["count_step_s"]),
+            f"{row['token_step_s'] / row['count_step_s']:.2f}×",
+            harness.status(row["token_step_s"] / row["count_step_s"] >= COUNT_TARGET),
+            fmt(row["token_runner_s"]), fmt(row["count_runner_s"]),
+            f"{row['token_runner_s'] / row['count_runner_s']:.2f}×",
+            f"{row['max_abs_diff_final_loss']:.1e}")
+           for row in results["count_form"]]),
   ])
 
 

@@ -38,10 +38,15 @@ def interrupted_message() -> str:
           "to resume.")
 
 
-def fail(message: str, status: int = 2):
-  """Writes '<binary>: error: <message>' on one line to stderr and exits with `status`."""
+def fail(message: str, status: int = 2, immediately: bool = False):
+  """Writes '<binary>: error: <message>' on one line to stderr and exits with `status`;
+  `immediately` exits without joining worker threads (os._exit, after flushing)."""
   name = os.path.basename(sys.argv[0]) if sys.argv else "lagjax"
   sys.stderr.write(f"{name}: error: {' '.join(str(message).split())}\n")
+  if immediately:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
   sys.exit(status)
 
 
@@ -128,8 +133,8 @@ def run(main) -> None:
       return main(argv)
     except app.UsageError as error:
       fail(str(error))
-    except KeyboardInterrupt:
-      fail(interrupted_message(), status=130)
+    except KeyboardInterrupt:  # not waiting for worker threads (Table 1's running blocks)
+      fail(interrupted_message(), status=130, immediately=True)
 
   app.run(guarded, flags_parser=parse)
 

@@ -23,6 +23,7 @@ XLA compilation cache persists across runs (experiments.common.setup_jax). Write
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import time
@@ -61,34 +62,48 @@ def main(argv):
             for attention in (*protocol.attention_variants(config, name),
                               *(("exact",) if config.task_settings[name].exact else ()))]
   begin = time.time()
-  for done, (name, attention) in enumerate(blocks, 1):
+
+  def compute(block):
+    """(rows, joint lag, length description or None, seconds) of one (task, attention)."""
+    name, attention = block
     start = time.time()
     progress = common.progress_reporter(f"runs of {name} ({attention})")
     if attention == "exact":
-      block_rows, lag = exact_rows(config, name, progress, shared)
-    else:
-      built = protocol.build(name, config, attention)
-      task = built[0]
-      lengths[name] = (f"{describe_law(task.length)}, n ≤ {task.max_len} "
-                       f"(P(n > {task.max_len}) = {task.truncated_mass:.2g})")
-      block_rows, lag = sampled_rows(config, name, attention, built, validation_key, test_key,
-                                     progress, shared)
-    rows += block_rows
-    if lag is not None:
-      joint_lags[f"{name} ({attention})"] = lag
-    line = ", ".join(f"{r['plan']} {summary(r)}" for r in block_rows)
-    print(f"[{done}/{len(blocks)}, {time.time() - begin:.0f} s] {name} ({attention}) "
-          f"{block_rows[0]['metric']}: {line} [{time.time() - start:.1f}s]", flush=True)
-    # The tables so far after every block, so a long run that stops keeps what it did.
-    if writer:
-      write_tables(config, rows, lengths, time.time() - begin, _WORKDIR.value)
+      return (*exact_rows(config, name, progress, shared), None, time.time() - start)
+    built = protocol.build(name, config, attention)
+    task = built[0]
+    length = (f"{describe_law(task.length)}, n ≤ {task.max_len} "
+              f"(P(n > {task.max_len}) = {task.truncated_mass:.2g})")
+    return (*sampled_rows(config, name, attention, built, validation_key, test_key, progress,
+                          shared), length, time.time() - start)
+
+  # Blocks are independent: with one process, `block_threads` of them run at once (XLA
+  # releases the GIL while it compiles and runs). Several processes keep one order, so that
+  # their shared chunks match.
+  threads = config.block_threads if jax.process_count() == 1 else 1
+  with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+    for done, (block, future) in enumerate(zip(blocks, [pool.submit(compute, block)
+                                                        for block in blocks]), 1):
+      (name, attention), (block_rows, lag, length, seconds) = block, future.result()
+      rows += block_rows
+      if length is not None:
+        lengths[name] = length
+      if lag is not None:
+        joint_lags[f"{name} ({attention})"] = lag
+      line = ", ".join(f"{r['plan']} {summary(r)}" for r in block_rows)
+      print(f"[{done}/{len(blocks)}, {time.time() - begin:.0f} s] {name} ({attention}) "
+            f"{block_rows[0]['metric']}: {line} [{seconds:.1f}s]", flush=True)
+      # The tables so far after every block, so a long run that stops keeps what it did.
+      if writer:
+        write_tables(config, rows, lengths, time.time() - begin, _WORKDIR.value)
   shared.close()
   if not writer:
     return
   if joint_lags:
     plot_lag_curves(joint_lags, os.path.join(_WORKDIR.value, "lag_curves.png"))
   common.write_metadata(_WORKDIR.value, config, started_utc, seconds=time.time() - begin,
-                        length_laws=lengths)
+                        length_laws=lengths, process_count=jax.process_count(),
+                        block_threads=threads)
   print(f"wrote table1.md, table1.csv, lag_curves.png and metadata.json in {_WORKDIR.value} "
         f"({time.time() - begin:.0f} s of runs)")
 

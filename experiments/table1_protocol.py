@@ -103,6 +103,9 @@ def validate(config) -> None:
   if not isinstance(config.count_form, bool):
     _fail("count_form", "True (train order-free models on count vectors) or False (padded "
           "tokens)", config.count_form)
+  if not (validation.is_int(config.block_threads) and config.block_threads >= 1):
+    _fail("block_threads", "an integer >= 1 ((task, attention) blocks run at once)",
+          config.block_threads)
   level = config.xla_backend_optimization_level
   if level is not None and not (validation.is_int(level) and 0 <= level <= 3):
     _fail("xla_backend_optimization_level", "None (XLA's default) or an integer in 0..3 "

@@ -103,6 +103,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
                                                       "attention_first": (0.5,)})
   config.chunk_size = 8
   config.count_form = True     # order-free models train on count vectors (same numbers)
+  config.block_threads = 2     # (task, attention) blocks run at once in one process
   # XLA's backend optimisation level: None is XLA's default; the quick variant uses 0, which
   # compiles 3-4x faster (its 20-step runs are all compilation).
   config.xla_backend_optimization_level = ml_collections.FieldReference(None, field_type=int)
