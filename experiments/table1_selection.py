@@ -9,9 +9,10 @@ loss sees what accuracy hides: on occurrence every multiplier reaches accuracy 1
 the same loss.
 
 Grids bracket: when a plan's chosen η (η_out for two-step-size plans) is the smallest or
-the largest of its grid, the grid grows by its own ratio at that edge (g1/g0 below,
-g_k/g_{k-1} above) and the new candidates are evaluated, until every choice is interior or
-the next point would leave the cap [low, high]. A one-point grid has no ratio and is not
+the largest of its grid and strictly better than the next η inward, the grid grows by its
+own ratio at that edge (g1/g0 below, g_k/g_{k-1} above) and the new candidates are
+evaluated, until every choice is interior, ties its inward neighbour (a flat objective),
+or the next point would leave the cap [low, high]. A one-point grid has no ratio and is not
 extended. The same rule serves the sampled rows (validation seeds) and the exact rows
 (population GD), through `select(..., evaluate)`.
 """
@@ -105,6 +106,21 @@ def grow(grid: Sequence[float], chosen: Sequence[float], cap: Sequence[float]):
   return sorted(grid + added), tuple(capped)
 
 
+def beats_neighbour(found, scores, row, choice, grid, select_by) -> bool:
+  """Whether `choice`, at an edge of the sorted grid, scores strictly better in `row` than
+  every candidate at the next η inward. A tie (a flat objective, e.g. attention alone from
+  θ0 = 0, which never moves) hides no better step size beyond the edge: no extension."""
+  grid = sorted(grid)
+  if len(grid) < 2 or not any(np.isclose(choice.eta_out, edge, rtol=1e-12)
+                              for edge in (grid[0], grid[-1])):
+    return False
+  inward = grid[1] if np.isclose(choice.eta_out, grid[0], rtol=1e-12) else grid[-2]
+  order = (lambda c: scores[c]) if select_by == "loss" else (lambda c: scores[c][::-1])
+  rivals = [order(c) for c in found
+            if row in c.rows and np.isclose(c.eta_out, inward, rtol=1e-12)]
+  return all(order(choice) < rival for rival in rivals)
+
+
 @dataclasses.dataclass(frozen=True)
 class Selection:
   """The choice per row, each plan's final grid, the η it gained and the edges that hit
@@ -145,8 +161,9 @@ def select(plans: Sequence[str], grid: Sequence[float], cap: Sequence[float], mu
                     select_by)
     grown = False
     for plan_name in plans:
-      etas = [chosen[row].eta_out for row in rows_of(plan_name)]
-      new_grid, capped[plan_name] = grow(grids[plan_name], etas, cap)
+      edges = [chosen[row].eta_out for row in rows_of(plan_name)
+               if beats_neighbour(found, scores, row, chosen[row], grids[plan_name], select_by)]
+      new_grid, capped[plan_name] = grow(grids[plan_name], edges, cap)
       grown |= len(new_grid) > len(grids[plan_name])
       grids[plan_name] = new_grid
     if not grown:

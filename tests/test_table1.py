@@ -75,6 +75,11 @@ def test_a_grid_stops_at_its_cap_and_says_so():
   np.testing.assert_allclose(result.chosen["joint"].eta_out, 100.0 / 3.0, rtol=1e-12)
   assert result.capped["joint"] == ("high",)
   assert "high edge at cap" in result.note("joint")
+  # A flat objective (attention alone from θ0 = 0 never moves): the edge ties its neighbour,
+  # so nothing beyond it can be better and the grid stays.
+  flat = selection.select(["attention_only"], (0.3, 1.0, 3.0), (0.01, 100.0), (1.0,),
+                          lambda new: ([0.5] * len(new), [1.0] * len(new)))
+  assert flat.grids["attention_only"] == [0.3, 1.0, 3.0] and flat.note("attention_only") == ""
   # A one-point grid has no ratio: it stays as it is.
   single = selection.select(["joint"], (1.0,), (0.1, 10.0), (1.0,), toy_evaluate(5.0)[0])
   assert single.grids["joint"] == [1.0] and single.note("joint") == ""
