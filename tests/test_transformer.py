@@ -144,7 +144,10 @@ TOKEN_PATH_CONFIGS = dict(
     last_query_first_last_logits=dict(vocab=3, heads=2, query="last", positional="first_last",
                                       outputs=3),
     last_query_learned=dict(vocab=4, heads=1, query="last", positional="learned", max_len=6,
-                            cls=False))
+                            cls=False),
+    # Above ONE_HOT_MAX_VOCAB the lookups gather and the masses are segment sums.
+    large_vocab_last_query=dict(vocab=70, width=6, embedding="random", heads=2, query="last",
+                                positional="first_last", previous_token=True))
 
 
 @pytest.mark.parametrize("name", sorted(TOKEN_PATH_CONFIGS))

@@ -52,6 +52,9 @@ GROUPS = {"W_Q": "attention", "W_K": "attention", "scores": "attention", "W_V": 
           "W_O": "output", "readout": "output", "values": "output", "pos": "output"}
 
 EMBEDDINGS = ("one_hot", "random")
+# Token lookups in vocabularies up to this size are products with one-hot tokens (their
+# gradients are products too; a gather's is a scatter-add, slow on CPU).
+ONE_HOT_MAX_VOCAB = 64
 QUERIES = ("cls", "last")
 ATTENTIONS = ("kqv", "direct")
 
@@ -361,8 +364,10 @@ def _apply_tokens(params, fixed, config, tokens, present, multiplicity=None):
   x_l · u_h is then a lookup in the per-type table E u_h plus the flag and
   position terms, and a head's value Σ_l a_hl x_l W_V[h] W_O[h] readout is a
   lookup in E M_h, M_h = W_V[h] W_O[h] readout: the direct model's α and β of
-  section 2, per head. Memory per row is O(L H outputs) instead of O(L m); the
-  floating-point result equals the stream form to rounding.
+  section 2, per head: the output sums, per part, the attention mass on each token type
+  times that table. Memory per row is O(L V H) (one-hot tokens, V <= ONE_HOT_MAX_VOCAB)
+  or O(L H) instead of O(L m); the floating-point result equals the stream form to
+  rounding.
   """
   t = config.token_dim
   table = fixed["E"]
@@ -395,28 +400,48 @@ def _apply_tokens(params, fixed, config, tokens, present, multiplicity=None):
     query = jnp.where(present.any(-1, keepdims=True), query, 0.0)
   directions = _score_directions(params, config, query)
 
-  def lookup(rows, w):
-    """rows (..., H, V, c) at tokens w (..., L) -> (..., H, L, c)."""
-    rows = jnp.broadcast_to(rows, w.shape[:-1] + rows.shape[-3:])
-    index = jnp.broadcast_to(w[..., None, :, None], w.shape[:-1] + (rows.shape[-3],) +
-                             w.shape[-1:] + (1,))
-    return jnp.take_along_axis(rows, index, axis=-2)
+  vocab = table.shape[0]
+  small = vocab <= ONE_HOT_MAX_VOCAB
+
+  def at_tokens(rows, w, has):
+    """rows (..., H, V) read at tokens w (..., L), 0 where `has` is False -> (..., H, L)."""
+    if small:
+      return jnp.einsum("...lv,...hv->...hl", jax.nn.one_hot(w, vocab) * has[..., None], rows)
+    rows = jnp.broadcast_to(rows, w.shape[:-1] + rows.shape[-2:])
+    index = jnp.broadcast_to(w[..., None, :], w.shape[:-1] + rows.shape[-2:-1] + w.shape[-1:])
+    return jnp.take_along_axis(rows, index, axis=-1) * has[..., None, :]
+
+  def per_type(weights, w, has):
+    """Attention mass per token type, (..., H, L) at tokens w -> (..., H, V)."""
+    weights = weights * has[..., None, :]
+    if small:
+      return jnp.einsum("...hl,...lv->...hv", weights, jax.nn.one_hot(w, vocab))
+    flat = weights.reshape(-1, *weights.shape[-2:])                        # (N, H, L)
+    rows = jnp.arange(flat.shape[0])[:, None, None]
+    heads = jnp.arange(flat.shape[1])[None, :, None]
+    mass = jnp.zeros(flat.shape[:2] + (vocab,)).at[
+        rows, heads, w.reshape(-1, 1, w.shape[-1])].add(flat)
+    return mass.reshape(weights.shape[:-1] + (vocab,))
 
   scores = 0.0
-  head_values = 0.0  # (..., H, L, outputs)
   for w, has, part in parts:
-    score_table = jnp.einsum("vt,...ht->...hv", table, directions[..., part])[..., None]
-    scores = scores + lookup(score_table, w)[..., 0] * has[..., None, :]
-    value_table = jnp.einsum("vt,hto->hvo", table, value_maps[:, part])
-    head_values = head_values + lookup(value_table, w) * has[..., None, :, None]
+    score_table = jnp.einsum("vt,...ht->...hv", table, directions[..., part])
+    scores = scores + at_tokens(score_table, w, has)
   if flags is not None:
     scores = scores + jnp.einsum("...lf,...hf->...hl", flags, directions[..., -2:])
-    head_values = head_values + jnp.einsum("...lf,hfo->...hlo", flags, value_maps[:, -2:])
   if dense is not None:
     scores = scores + jnp.einsum("lm,...hm->...hl", dense, directions)
-    head_values = head_values + jnp.einsum("lm,hmo->hlo", dense, value_maps)
   weights = _softmax_with_cls(scores, present, multiplicity, directions, x_cls, config)
-  out = jnp.einsum("...hl,...hlo->...o", weights[..., : tokens.shape[-1]], head_values)
+  on_tokens = weights[..., : tokens.shape[-1]]
+  # A head's output Σ_l a_l x_l M_h: per part, the mass on each token type times E M_h.
+  out = 0.0
+  for w, has, part in parts:
+    value_table = jnp.einsum("vt,hto->hvo", table, value_maps[:, part])
+    out = out + jnp.einsum("...hv,hvo->...o", per_type(on_tokens, w, has), value_table)
+  if flags is not None:
+    out = out + jnp.einsum("...hl,...lf,hfo->...o", on_tokens, flags, value_maps[:, -2:])
+  if dense is not None:
+    out = out + jnp.einsum("...hl,lm,hmo->...o", on_tokens, dense, value_maps)
   if config.cls:
     out = out + jnp.einsum("...h,hmo,m->...o", weights[..., -1], value_maps, x_cls)
   return out[..., 0] if config.outputs == 1 else out
