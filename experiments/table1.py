@@ -222,8 +222,9 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
            f"it is interior (†) or the next point leaves the task's cap (‡; see 'Grids' below). "
            f"Attention 'kqv': W_Q, W_K, W_V, W_O, readout from a small init; 'direct': per-head "
            f"score and value maps from zero (the theory's (α, β) parameterisation); 'exact': "
-           f"the direct (α, β) model from θ0 = 0 trained by exact population GD (Laplace route; "
-           f"transfer route for even pairs) with the same plans, T and grids, step sizes chosen "
+           f"the direct (α, β) model with its CLS token from θ0 = 0 trained by exact "
+           f"population GD (Laplace route; transfer route for even pairs) with the same plans, "
+           f"T and grids, step sizes chosen "
            f"on the final exact risk, accuracy = 1 - exact 0-1 error, no seeds. Phase lengths "
            f"(fractions of T before the last phase): {dict(config.phase_fractions)}. Batch "
            f"{config.batch_size}, init scale {config.init_scale}, {config.test_size} held-out "
@@ -258,6 +259,9 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
     lines += [f"| {row['task']} | {row['attention']} | {row['plan']} | {row['grid']} |"
               for row in notes]
   exact_routes = {row["task"]: row["error_route"] for row in rows if row["attention"] == "exact"}
+  if exact_routes:
+    lines += ["", "Models of the exact lines: " + "; ".join(
+        f"{name}: {table1_exact.describe_model(name, config)}" for name in exact_routes) + "."]
   if any(route not in ("threshold", "lattice", "automaton") for route in exact_routes.values()):
     lines += ["", "0-1 error routes of the exact lines: " + ", ".join(
         f"{name}: {route}" for name, route in exact_routes.items()) + " ('sampled': a fixed "

@@ -8,10 +8,10 @@ final exact risk as the loss and the final 0-1 error as the metric. The row is t
 population dynamics that the sampled direct rows estimate, up to their truncation of the
 length law at max_len (mass ≤ 1e-3, the task's `truncated_mass`).
 
-Models: occurrence, OR, AND: the plain model on d = config.width letters (one head: for
-AND this is the theory's single head, where the sampled rows use two). Even pairs: the last-token
-query with first/last position tables on {0, 1}, the one-head model that can express
-first = last (docs/theory.md §2b).
+Models, each with the CLS token (α_cls, β_cls) that the transformer's direct attention
+attends to: occurrence, OR, AND: the plain model on d = config.width letters (one head: for
+AND the sampled rows use two). Even pairs: the last-token query with first/last position
+tables on {0, 1}, the one-head model that can express first = last (docs/theory.md §2b).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from lagjax.data import regular_builtins
 from lagjax.dynamics import train as train_lib
 from lagjax.models import direct
 
-MODELS = {"even_pairs": "last-token query, first/last tables, d = 2"}
+MODELS = {"even_pairs": "last-token query, first/last tables, CLS, d = 2"}
 
 
 def language_and_theta0(name: str, config):
@@ -36,13 +36,13 @@ def language_and_theta0(name: str, config):
   if name == "even_pairs":
     task = tasks.get_task(name, max_len=settings.max_len)
     return (regular_builtins.even_pairs(length=task.length),
-            lj.init_params(2, query="last", positions="first_last"))
+            lj.init_params(2, cls=True, query="last", positions="first_last"))
   task = tasks.get_task(name, d=config.width, max_len=settings.max_len)
-  return task.extras["language"], lj.init_params(config.width)
+  return task.extras["language"], lj.init_params(config.width, cls=True)
 
 
 def describe_model(name: str, config) -> str:
-  return MODELS.get(name, f"plain (α, β), one head, d = {config.width}")
+  return MODELS.get(name, f"plain (α, β) with CLS, one head, d = {config.width}")
 
 
 def make_exact_runner(lang, theta0, plan: lj.plans.Plan, steps: int, record_every: int):
