@@ -124,7 +124,7 @@ def test_count_form_equals_token_form_on_the_same_strings(task_name):
     task = tasks.get_task(task_name, d=5, max_len=20)
   key = jax.random.key(0)
   for name, apply, params, ends in _models(task.input_dim, task.max_len):
-    if task_name == "occurrence" and ends and "last" in name:
+    if ends != (task_name == "even_pairs"):  # each form on the task Table 1 uses it for
       continue
     tokens = task.sample(key, 64)
     counts = tasks.count_form(task, ends=ends).sample(key, 64)
@@ -179,8 +179,9 @@ def test_an_exact_row_equals_lj_train(name):
   from experiments.configs import table1 as table1_configs
 
   config = table1_configs.get_config("quick")
-  with config.unlocked():
-    config.plans = ("joint", "three_phase", "attention_only")
+  with config.unlocked():  # each plan compiles lj.train once: keep few on the transfer route
+    config.plans = ("joint", "three_phase") + (("attention_only",) if name == "occurrence"
+                                               else ())
     config.task_settings[name].steps = 12
     config.task_settings[name].eta_grid = (1.0, 3.0)
     config.task_settings[name].eta_cap = (1.0, 3.0)
@@ -188,7 +189,7 @@ def test_an_exact_row_equals_lj_train(name):
   protocol.validate(config)
   chosen, runs = table1_exact.run_exact(config, name)
   lang, theta0 = table1_exact.language_and_theta0(name, config)
-  assert set(runs) == {"joint", "three_phase", "three_phase_per_phase", "attention_only"}
+  assert set(runs) == set(protocol.table_rows(config))
   for row, run in runs.items():
     candidate = chosen.chosen[row]
     plan = protocol.make_plan(candidate.plan_name, candidate.etas(), 12, "sgd",
@@ -196,9 +197,10 @@ def test_an_exact_row_equals_lj_train(name):
     alone = lj.train(lang, plan, theta0, record_every=max(1, 12 // config.records))
     np.testing.assert_allclose(run.risk, alone.risk, rtol=0, atol=1e-12, err_msg=row)
     np.testing.assert_allclose(run.error, alone.error, rtol=0, atol=1e-12, err_msg=row)
-  # Attention alone from θ0 = 0 never moves (β = 0 kills its gradient): the risk stays ½.
-  np.testing.assert_allclose(runs["attention_only"].risk[-1], 0.5, rtol=0, atol=1e-12)
   assert runs["joint"].risk[-1] < 0.5
+  if "attention_only" in runs:
+    # Attention alone from θ0 = 0 never moves (β = 0 kills its gradient): the risk stays ½.
+    np.testing.assert_allclose(runs["attention_only"].risk[-1], 0.5, rtol=0, atol=1e-12)
 
 
 # --- several processes ----------------------------------------------------------------------
