@@ -74,7 +74,7 @@ def run_exact(config, name: str, progress=None, shared=None):
   runs, done = {}, [0]
 
   def evaluate(new):
-    data = jax.tree_util.tree_map(lambda *xs: jax.numpy.stack(xs),
+    data = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
                                   *[plan_of(c).data(protocol.NUM_SLOTS) for c in new])
     report = progress or (lambda done, total: None)
     out = protocol.evaluate_grid(runner, jax.random.key(config.seed)[None], data,

@@ -22,7 +22,6 @@ import math
 from collections.abc import Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 from absl import app
@@ -268,7 +267,9 @@ def evaluate_grid(runner: Callable, keys, data, chunk: int, seed_block: int, pro
   seeds, plans = keys.shape[0], jax.tree_util.tree_leaves(data)[0].shape[0]
   seed_index = np.minimum(np.arange(-(-seeds // seed_block) * seed_block), seeds - 1)
   plan_index = np.minimum(np.arange(-(-plans // chunk) * chunk), plans - 1)
-  keys, data = keys[seed_index], jax.tree_util.tree_map(lambda x: x[plan_index], data)
+  # Index on the host: eager jnp gathers would each compile a small XLA program.
+  keys = keys if seed_index.size == seeds else keys[seed_index]
+  data = jax.tree_util.tree_map(lambda x: np.asarray(x)[plan_index], data)
   blocks = [(s, c) for s in range(0, seed_index.size, seed_block)
             for c in range(0, plan_index.size, chunk)]
 
@@ -322,7 +323,7 @@ def run_task(config, name: str, built, validation_key, test_key,
 
   def data(chosen):
     rows = [plan_of(c).data(NUM_SLOTS) for c in chosen]
-    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *rows)
+    return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *rows)  # numpy: no op compiles
 
   rows = table_rows(config)
   seeds = config.validation_seeds
