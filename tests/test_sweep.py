@@ -386,3 +386,24 @@ def test_regime_report_per_eta1():
   for line, (first, smallest, largest) in zip(lines[1:], expected):
     assert line.split() == ["η1", "=", first, "smallest", "η2", "that", "succeeds", smallest,
                             "largest", "η2", "before", "divergence", largest], line
+
+
+def test_ctrl_c_during_a_chunk_write_waits_for_the_whole_file(tmp_path, monkeypatch):
+  """A SIGINT that lands inside the .npz write is raised as KeyboardInterrupt once the file
+  is in place (inside numpy's zip writer it surfaced as a ValueError, and the sweep exited
+  with a traceback instead of its one-line message)."""
+  from lagjax.sweep import chunk_store
+
+  real_savez = np.savez
+
+  def interrupted_savez(path, **arrays):
+    os.kill(os.getpid(), signal.SIGINT)  # delivered now; the handler runs mid-write
+    real_savez(path, **arrays)
+
+  monkeypatch.setattr(chunk_store.np, "savez", interrupted_savez)
+  path = str(tmp_path / "chunk.npz")
+  with pytest.raises(KeyboardInterrupt):
+    chunk_store.save_atomically(path, {"x": np.arange(3)})
+  with np.load(path) as stored:
+    np.testing.assert_array_equal(stored["x"], np.arange(3))
+  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -11,15 +11,31 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import threading
 
 import numpy as np
 
 
 def save_atomically(path: str, arrays: dict) -> None:
-  """Writes an .npz next to `path` and renames it into place (never a partial file)."""
+  """Writes an .npz next to `path` and renames it into place (never a partial file).
+
+  A Ctrl-C during the write is held until the file is in place and raised then: raised
+  inside numpy's zip writer it surfaced as a ValueError from the half-closed zip, and the
+  binary exited with a traceback instead of its one-line interrupt message.
+  """
   temporary = f"{path}.tmp-{os.getpid()}.npz"
-  np.savez(temporary, **arrays)
-  os.replace(temporary, path)
+  held = []
+  in_main = threading.current_thread() is threading.main_thread()
+  previous = signal.signal(signal.SIGINT, lambda *_: held.append(True)) if in_main else None
+  try:
+    np.savez(temporary, **arrays)
+    os.replace(temporary, path)
+  finally:
+    if in_main:
+      signal.signal(signal.SIGINT, previous)
+  if held:
+    raise KeyboardInterrupt
 
 
 FINISHED = re.compile(r"group\d{3}_chunk\d{6}\.npz")   # the names ChunkStore.path writes
