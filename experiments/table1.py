@@ -117,7 +117,7 @@ def sampled_rows(config, name, attention, built, validation_key, test_key, progr
   training's (record steps, lag metrics per seed)."""
   task = built[0]
   chosen, runs = protocol.run_task(config, name, built, validation_key, test_key,
-                                   attention=attention, progress=progress, shared=shared)
+                                   progress=progress, shared=shared)
   rows, lag = [], None
   for plan_row, run in runs.items():
     final, ok = protocol.final_scores(run)

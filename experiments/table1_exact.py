@@ -62,22 +62,15 @@ def run_exact(config, name: str, progress=None, shared=None):
   (experiments.distributed.SharedChunks) splits the chunks over processes."""
   settings = config.task_settings[name]
   lang, theta0 = language_and_theta0(name, config)
-  steps = settings.steps
-
-  def plan_of(candidate):
-    return protocol.make_plan(candidate.plan_name, candidate.etas(), steps, settings.optimizer,
-                              tuple(config.phase_fractions.get(candidate.plan_name, ())))
-
-  first = protocol.candidates(config, name)[0]
-  runner = make_exact_runner(lang, theta0, plan_of(first), steps,
-                             max(1, steps // config.records))
+  first = protocol.candidate_plan(config, name, protocol.candidates(config, name)[0])
+  runner = make_exact_runner(lang, theta0, first, settings.steps,
+                             max(1, settings.steps // config.records))
+  report = progress or (lambda done, total: None)
   runs, done = {}, [0]
 
   def evaluate(new):
-    data = jax.tree_util.tree_map(lambda *xs: np.stack(xs),
-                                  *[plan_of(c).data(protocol.NUM_SLOTS) for c in new])
-    report = progress or (lambda done, total: None)
-    out = protocol.evaluate_grid(runner, jax.random.key(config.seed)[None], data,
+    out = protocol.evaluate_grid(runner, jax.random.key(config.seed)[None],
+                                 protocol.plan_data(config, name, new),
                                  config.chunk_size or len(new), 1,
                                  lambda k: report(done[0] + k, done[0] + len(new)), shared)
     out = jax.tree_util.tree_map(lambda x: x[:, 0], out)  # the one key

@@ -28,7 +28,7 @@ from absl import app
 
 import lagjax as lj
 from experiments import table1_selection as selection
-from experiments.table1_selection import PER_PHASE, TWO_STEP_SIZES  # noqa: F401 (re-exported)
+from experiments.table1_selection import PER_PHASE  # noqa: F401 (re-exported)
 from lagjax import models, tasks, validation
 from lagjax.dynamics.task_train import make_grid_runner
 from lagjax.models import slr, transformer
@@ -229,6 +229,21 @@ def make_plan(name: str, etas: dict, steps: int, optimizer: str,
                                        optimizer=OPTIMIZERS[optimizer])
 
 
+def candidate_plan(config, name: str, candidate) -> lj.plans.Plan:
+  """The plan of a candidate of task `name`: its step sizes, the task's T and optimizer, the
+  config's phase fractions."""
+  settings = config.task_settings[name]
+  return make_plan(candidate.plan_name, candidate.etas(), settings.steps, settings.optimizer,
+                   tuple(config.phase_fractions.get(candidate.plan_name, ())))
+
+
+def plan_data(config, name: str, found) -> lj.plans.PlanData:
+  """The candidates' plans padded to NUM_SLOTS and stacked (C, ...), in numpy: stacking with
+  jnp would compile one small XLA program per shape."""
+  rows = [candidate_plan(config, name, c).data(NUM_SLOTS) for c in found]
+  return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *rows)
+
+
 def plan_names(config) -> tuple[str, ...]:
   """The plans run under every attention parameterisation: config.plans."""
   return tuple(config.plans)
@@ -296,8 +311,8 @@ def evaluate_grid(runner: Callable, keys, data, chunk: int, seed_block: int, pro
 
 
 def run_task(config, name: str, built, validation_key, test_key,
-             make_runner: Callable = make_grid_runner, attention: str = "kqv",
-             progress: Callable | None = None, shared=None):
+             make_runner: Callable = make_grid_runner, progress: Callable | None = None,
+             shared=None):
   """Validation then test of every row of task `name` through one compiled runner.
 
   Returns (Selection, {row: TaskRun of the test seeds}). Each row's step sizes are chosen
@@ -307,24 +322,13 @@ def run_task(config, name: str, built, validation_key, test_key,
   (validation and test seeds) after each chunk; total grows when a grid is extended.
   shared (experiments.distributed.SharedChunks) splits the chunks over processes.
   """
-  del attention  # every plan runs under both parameterisations
   task, model = built
   settings = config.task_settings[name]
   steps = settings.steps
-
-  def plan_of(candidate):
-    return make_plan(candidate.plan_name, candidate.etas(), steps, settings.optimizer,
-                     tuple(config.phase_fractions.get(candidate.plan_name, ())))
-
-  slots = plan_of(candidates(config, name)[0]).slots(NUM_SLOTS)
+  slots = candidate_plan(config, name, candidates(config, name)[0]).slots(NUM_SLOTS)
   runner = make_runner(task, model, slots, num_steps=steps, batch_size=config.batch_size,
                        test_size=config.test_size,
                        record_every=max(1, steps // config.records))
-
-  def data(chosen):
-    rows = [plan_of(c).data(NUM_SLOTS) for c in chosen]
-    return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *rows)  # numpy: no op compiles
-
   rows = table_rows(config)
   seeds = config.validation_seeds
   chunk = config.chunk_size or len(rows)
@@ -336,7 +340,8 @@ def run_task(config, name: str, built, validation_key, test_key,
 
   def evaluate(new):
     runs = len(new) * seeds
-    run = evaluate_grid(runner, jax.random.split(validation_key, seeds), data(new), chunk, seeds,
+    run = evaluate_grid(runner, jax.random.split(validation_key, seeds),
+                        plan_data(config, name, new), chunk, seeds,
                         lambda k: report(done[0] + k, done[0] + runs + test_runs), shared)
     done[0] += runs
     final, ok = final_scores(run)  # (candidates, seeds)
@@ -347,7 +352,8 @@ def run_task(config, name: str, built, validation_key, test_key,
   chosen = selection.select(plan_names(config), settings.eta_grid, settings.eta_cap,
                             config.attention_multipliers, evaluate, settings.select_by)
   test = evaluate_grid(runner, jax.random.split(test_key, config.num_seeds),
-                       data([chosen.chosen[row] for row in rows]), chunk, seeds,
+                       plan_data(config, name, [chosen.chosen[row] for row in rows]), chunk,
+                       seeds,
                        lambda k: report(done[0] + k, done[0] + test_runs), shared)
   return chosen, {row: jax.tree_util.tree_map(lambda x, i=i: x[i], test)
                   for i, row in enumerate(rows)}
