@@ -138,7 +138,8 @@ def main(argv):
                    "claim": statement, "holds": "n/a" if holds is None else str(holds)})
       print(f"d={d:4d} {name:16s} risk {float(run.risk[-1]):.3e}  error "
             f"{float(run.error[-1]):.3e}  {statement}: {'n/a' if holds is None else holds}")
-  csv_path, md_path = common.write_table(rows, _WORKDIR.value, "claims")
+  csv_path, md_path = common.write_table(
+      rows, _WORKDIR.value, "claims", "The paper's claims, checked by exact population dynamics")
   plot_risks(all_runs, floors, os.path.join(_WORKDIR.value, "risk_vs_step.png"))
   plot_lag(all_runs, os.path.join(_WORKDIR.value, "lag_curves.png"))
   d0 = config.d_list[0]

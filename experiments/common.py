@@ -91,12 +91,15 @@ def write_csv(rows: list[dict], path: str) -> str:
   return path
 
 
-def write_table(rows: list[dict], workdir: str, stem: str) -> tuple[str, str]:
-  """Writes rows as `stem`.csv and a Markdown table `stem`.md; returns both paths."""
+def write_table(rows: list[dict], workdir: str, stem: str, title: str) -> tuple[str, str]:
+  """Writes rows as `stem`.csv and a Markdown page `stem`.md (a `# title`, the command that
+  wrote it, the table); returns both paths."""
   csv_path = write_csv(rows, os.path.join(workdir, f"{stem}.csv"))
   md_path = os.path.join(workdir, f"{stem}.md")
+  command = "python -m " + " ".join([f"experiments.{os.path.basename(sys.argv[0])[:-3]}"]
+                                    + sys.argv[1:])
   with open(md_path, "w") as f:
-    f.write(markdown_table(rows))
+    f.write(f"# {title}\n\nWritten by `{command}`.\n\n" + markdown_table(rows))
   return csv_path, md_path
 
 

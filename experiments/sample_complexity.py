@@ -61,7 +61,8 @@ def main(argv):
                    "median_error": float(np.median(errors)), "diverged": diverged})
       print(f"d={d:3d} N={n_samples:5d} (c={c:g}) success {rate:.3f} ± {se:.3f} "
             f"median error {np.median(errors):.2e} [{time.time() - start:.1f}s]", flush=True)
-  common.write_table(rows, _WORKDIR.value, "sample_complexity")
+  common.write_table(rows, _WORKDIR.value, "sample_complexity",
+                     "Sample complexity of the finite-sample three-phase plan")
   fig, ax = plt.subplots(figsize=(6, 4))
   for d in config.d_list:
     sub = [r for r in rows if r["d"] == d]
