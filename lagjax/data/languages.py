@@ -39,11 +39,29 @@ from lagjax.data import lengths as lengths_lib
 
 
 class Language(abc.ABC):
-  """A language with its token law π and length law (see the module docstring).
+  """A language with its token law π and length law L (docs/theory.md §1b; see the module
+  docstring).
 
   Subclasses are frozen dataclasses with at least the fields d, pi (a tuple of
   d probabilities) and length, so a language is hashable and may be a static
   argument of a compiled function.
+
+  Attributes:
+    d: alphabet size, Σ = {0, …, d-1}.
+    pi: token law π, a tuple of d probabilities.
+    length: the length law L (lagjax/data/lengths.py).
+
+  Example:
+    >>> lang = lj.occurrence(4)
+    >>> isinstance(lang, lj.Language), lang.d, lang.pi
+    (True, 4, (0.25, 0.25, 0.25, 0.25))
+    >>> lang.describe(), round(float(lang.positive_rate()), 6)
+    ('occurrence(d=4, letters=(0,))', 0.5)
+    >>> # Padded batches: the mask hides the last 0 of the second string, so it has no 0.
+    >>> tokens = jnp.array([[2, 0, 1], [1, 3, 0]])
+    >>> mask = jnp.array([[True, True, True], [True, True, False]])
+    >>> lang.label_tokens(tokens, mask).tolist()
+    [1.0, -1.0]
   """
 
   d: int
@@ -56,7 +74,7 @@ class Language(abc.ABC):
 
   def margin_letters(self) -> tuple[int, ...]:
     """The letters L of the attention margin min_{a∈L} α_a - max_{σ∉L} α_σ (docs/theory.md
-    §6); none by default."""
+    §2); none by default."""
     return ()
 
   @abc.abstractmethod
@@ -77,11 +95,21 @@ class Language(abc.ABC):
 
 
 class PresenceLabels(abc.ABC):
-  """Capability: labels decided by which tokens occur (docs/theory.md §1).
+  """Capability: labels decided by which tokens occur (docs/theory.md §1, §1b).
 
   y(w) = Σ_k coef_k 1{w ⊆ S_k}, so for any length law P(w ⊆ S) = G(π_S) gives
   exact class balances and the Laplace route's moments; the label of a count
   vector is a function of its support.
+
+  Example:
+    >>> lang = lj.any_of(5, (0, 1))
+    >>> isinstance(lang, lj.languages.PresenceLabels)
+    True
+    >>> coefs, supports = lang.inclusion_exclusion()   # y = 1 - 2·1{w ⊆ Σ∖L}
+    >>> coefs.tolist(), supports.astype(int).tolist()
+    ([1.0, -2.0], [[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])
+    >>> lang.positive_if_any
+    (0, 1)
   """
 
   @abc.abstractmethod
@@ -100,7 +128,16 @@ class PresenceLabels(abc.ABC):
 
 
 class AutomatonLabels(abc.ABC):
-  """Capability: y = +1 iff a complete DFA accepts w (docs/theory.md §1, §3d)."""
+  """Capability: y = +1 iff a complete DFA accepts w (docs/theory.md §1c, §3d).
+
+  Example:
+    >>> lang = lj.data.regular_builtins.parity()   # y = +1 iff #1 is odd
+    >>> isinstance(lang, lj.languages.AutomatonLabels)
+    True
+    >>> table, accepting, start = lang.automaton()
+    >>> table.tolist(), accepting.tolist(), start
+    ([[0, 1], [1, 0]], [False, True], 0)
+  """
 
   @abc.abstractmethod
   def automaton(self) -> tuple[np.ndarray, np.ndarray, int]:
@@ -109,7 +146,20 @@ class AutomatonLabels(abc.ABC):
 
 
 def presence_rate(lang: PresenceLabels) -> float:
-  """P(y = +1) = (1 + E y) / 2 with E y = Σ_k coef_k G(π_{S_k}) (docs/theory.md §1)."""
+  """P(y = +1) = (1 + E y) / 2 with E y = Σ_k coef_k G(π_{S_k}) (docs/theory.md §1).
+
+  Args:
+    lang: a PresenceLabels language with fields pi and length (§1b).
+
+  Returns:
+    P(y = +1), a Python float.
+
+  Example:
+    >>> # occurrence of letter 0, d = 4, every string of length 2: 1 - (3/4)² = 7/16
+    >>> lang = lj.occurrence(4, length=lj.fixed(2))
+    >>> round(float(lj.languages.presence_rate(lang)), 6)
+    0.4375
+  """
   coefs, supports = lang.inclusion_exclusion()
   mean_label = sum(c * float(lang.length.pgf(float(lang.pi_array[s].sum())))
                    for c, s in zip(coefs, supports))
@@ -117,14 +167,51 @@ def presence_rate(lang: PresenceLabels) -> float:
 
 
 def missing(lang, capability: type, what: str) -> str | None:
-  """None if `lang` has the capability, else the one-line reason naming what is missing."""
+  """None if `lang` has the capability, else the one-line reason naming what is missing
+  (docs/theory.md §1b): what a route's `supports(lang, loss)` returns.
+
+  Args:
+    lang: a language.
+    capability: a capability class, PresenceLabels or AutomatonLabels.
+    what: what needs the capability, shown in parentheses.
+
+  Returns:
+    None, or "⟨describe()⟩ does not declare ⟨capability⟩ (⟨what⟩)".
+
+  Example:
+    >>> lang = lj.occurrence(4)
+    >>> lj.languages.missing(lang, lj.languages.PresenceLabels, "the Laplace route") is None
+    True
+    >>> lj.languages.missing(lang, lj.languages.AutomatonLabels, "the transfer route")
+    'occurrence(d=4, letters=(0,)) does not declare AutomatonLabels (the transfer route)'
+  """
   if isinstance(lang, capability):
     return None
   return f"{lang.describe()} does not declare {capability.__name__} ({what})"
 
 
 def check_language(lang, where: str) -> Language:
-  """A Language, or a ValueError naming `where` and what a language is."""
+  """A Language (docs/theory.md §1b), or a ValueError naming `where` and what a language is.
+
+  Args:
+    lang: the object to check.
+    where: what needs the language, named in the error.
+
+  Returns:
+    `lang` itself.
+
+  Raises:
+    ValueError: when `lang` is not a Language.
+
+  Example:
+    >>> lang = lj.occurrence(4)
+    >>> lj.languages.check_language(lang, "population_risk") is lang
+    True
+    >>> lj.languages.check_language("occurrence", "population_risk")
+    Traceback (most recent call last):
+    ...
+    ValueError: population_risk needs a lj.languages.Language (e.g. lj.occurrence(d)); got str.
+  """
   if not isinstance(lang, Language):
     raise ValueError(f"{where} needs a lj.languages.Language (e.g. lj.occurrence(d)); got "
                      f"{type(lang).__name__}.")
@@ -172,14 +259,50 @@ LANGUAGES: dict[str, Callable[..., Language]] = {}
 
 
 def register(name: str, factory: Callable[..., Language]) -> None:
-  """Registers a family's factory under `name` (make(name, ...) then builds it)."""
+  """Registers a family's factory under `name` (make(name, ...) then builds it;
+  docs/theory.md §1b).
+
+  Args:
+    name: the family's name, as `make` and `from_spec` take it.
+    factory: builds the language from make's arguments.
+
+  Raises:
+    ValueError: when another factory is already registered under `name` (registering the
+      same one again does nothing).
+
+  Example:
+    >>> def letter_zero(d, *, pi=None, length=None):   # y = +1 iff letter 0 occurs
+    ...   return lj.occurrence(d, 0, pi=pi, length=length)
+    >>> lj.languages.register("letter_zero", letter_zero)
+    >>> lj.languages.make("letter_zero", 4).describe()
+    'occurrence(d=4, letters=(0,))'
+    >>> del lj.languages.LANGUAGES["letter_zero"]   # leave the registry as it was
+  """
   if name in LANGUAGES and LANGUAGES[name] is not factory:
     raise ValueError(f"a language family is already registered as {name!r}.")
   LANGUAGES[name] = factory
 
 
 def make(name: str, *args, **options) -> Language:
-  """Builds the language family registered as `name`; an unknown name lists the known ones."""
+  """Builds the language family registered as `name`; an unknown name lists the known ones
+  (docs/theory.md §1b).
+
+  Args:
+    name: a registered family, a key of LANGUAGES.
+    *args: the factory's positional arguments.
+    **options: its keyword arguments (pi=, length=, …).
+
+  Returns:
+    The language.
+
+  Raises:
+    ValueError: for an unknown name.
+
+  Example:
+    >>> lang = lj.languages.make("tomita", 1)   # 1*: p/(1+p) = 1/11 under Geometric(0.1)
+    >>> lang.describe(), round(lang.positive_rate(), 6)
+    ('tomita[k=1](d=2, states=2)', 0.090909)
+  """
   if name not in LANGUAGES:
     raise ValueError(f"unknown language {name!r}; known languages: {sorted(LANGUAGES)}.")
   return LANGUAGES[name](*args, **options)
@@ -188,15 +311,30 @@ def make(name: str, *args, **options) -> Language:
 def from_spec(spec: str, d: int | None = None, **options) -> Language:
   """Builds a registered language from a spec 'name' or 'name:arg,arg' (integer arguments;
   a family whose first parameter is a `word`, such as contains, takes them as one tuple),
-  as configs name them.
+  as configs name them (docs/theory.md §1b).
 
   A family that takes an alphabet size (a parameter `d`) is built at `d`; with any other
   family, `d`, when given, must equal its alphabet size. `options` (letters=, pi=,
   length=) go to the families that take them.
 
+  Args:
+    spec: "name" or "name:arg,arg", e.g. "tomita:3" or "contains:0,1".
+    d: the alphabet size, or None for the family's own.
+    **options: keyword arguments for the families that take them.
+
+  Returns:
+    The language.
+
   Raises:
     ValueError: on an unknown name, a non-integer argument, arguments the family does not
       take, or an alphabet size other than `d` (one line each, naming the spec).
+
+  Example:
+    >>> lj.languages.from_spec("occurrence", 6).describe()
+    'occurrence(d=6, letters=(0,))'
+    >>> lang = lj.languages.from_spec("mod_count:1,2,1")   # #1 ≡ 1 (mod 2): parity
+    >>> lang.describe(), round(lang.positive_rate(), 6)
+    ('mod_count[letter=1, m=2, r=1](d=2, states=2)', 0.5)
   """
   name, _, args = str(spec).partition(":")
   if name not in LANGUAGES:

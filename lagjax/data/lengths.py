@@ -37,7 +37,20 @@ MAX_FIXED_LENGTH_BITS = 24   # Fixed(n0).matrix_pgf serves n0 < 2^24
 
 @dataclasses.dataclass(frozen=True)
 class Geometric:
-  """Geometric(p) on {1, 2, …}: P(n) = p (1-p)^(n-1), G(z) = p z / (1 - (1-p) z)."""
+  """Geometric(p) on {1, 2, …}: P(n) = p (1-p)^(n-1), G(z) = p z / (1 - (1-p) z) (§1).
+
+  Mean 1/p, tail P(n > N) = (1-p)^N; the matrix form is one linear solve (§1c).
+
+  Attributes:
+    p: the stopping probability, in the open interval (0, 1).
+
+  Example:
+    >>> law = lj.geometric(0.25)
+    >>> law.mean, round(law.tail(2), 6)       # 1/p and (1-p)²
+    (4.0, 0.5625)
+    >>> round(float(law.pgf(0.5)), 6)         # p z / (1 - (1-p) z) = 0.125 / 0.625
+    0.2
+  """
 
   p: float
 
@@ -95,7 +108,16 @@ class Geometric:
 
 @dataclasses.dataclass(frozen=True)
 class Fixed:
-  """Every string has length n0: G(z) = z^n0 (the bounded-length contrast)."""
+  """Every string has length n0: G(z) = z^n0 (the bounded-length contrast, §1).
+
+  Attributes:
+    n0: the length, an integer in {1, …, 2^24 - 1}.
+
+  Example:
+    >>> law = lj.fixed(3)
+    >>> law.mean, law.pgf(0.5), law.tail(2), law.tail(3)   # P(n > N) = 1{N < n0}
+    (3.0, 0.125, 1.0, 0.0)
+  """
 
   n0: int
 
@@ -149,7 +171,18 @@ class Fixed:
 
 @dataclasses.dataclass(frozen=True)
 class ShiftedPoisson:
-  """n = 1 + K with K ~ Poisson(lam): G(z) = z exp(lam (z - 1)), unbounded support."""
+  """n = 1 + K with K ~ Poisson(lam): G(z) = z exp(lam (z - 1)), unbounded support (§1).
+
+  Attributes:
+    lam: the Poisson rate λ > 0; the mean length is 1 + λ.
+
+  Example:
+    >>> law = lj.shifted_poisson(2.0)
+    >>> law.mean
+    3.0
+    >>> round(law.tail(1), 6), round(1 - float(np.exp(-2.0)), 6)   # P(K ≥ 1) = 1 - e^{-λ}
+    (0.864665, 0.864665)
+  """
 
   lam: float
 
@@ -232,7 +265,25 @@ def _inverse_jvp(primals, tangents):
 
 def pgf_derivatives_by_jvp(law, left, matrices, right):
   """F, F', F'' at s = 0 of F(s) = law.matrix_pgf(left, M0 + s M1 + ½ s² M2, right),
-  by nested jax.jvp (exact; the laws without a cheaper closed form use this)."""
+  by nested jax.jvp (exact; the laws without a cheaper closed form use this; §1c, §3d).
+
+  Args:
+    law: a length law with matrix_pgf(left, matrix, right).
+    left: row vector (Q,).
+    matrices: (M0, M1, M2), each (Q, Q).
+    right: column vector (Q,).
+
+  Returns:
+    (F, F', F''), three scalars.
+
+  Example:
+    >>> # Q = 1 and M(s) = 1 + s: F(s) = E (1+s)ⁿ, so F' = E n = 3 and F'' = E n(n-1) = 6.
+    >>> one = np.ones(1)
+    >>> matrices = (np.eye(1), np.eye(1), np.zeros((1, 1)))
+    >>> values = lj.lengths.pgf_derivatives_by_jvp(lj.fixed(3), one, matrices, one)
+    >>> [round(float(v), 6) for v in values]
+    [1.0, 3.0, 6.0]
+  """
   m0, m1, m2 = matrices
 
   def generating(s):
@@ -251,7 +302,23 @@ LAWS = {"geometric": lambda p: Geometric(float(p)), "fixed": lambda n0: Fixed(in
 
 def from_spec(spec: str) -> LengthLaw:
   """A length law from 'geometric:0.1', 'fixed:20' or 'shifted_poisson:3.0', as configs
-  name it; one line naming the spec and the allowed forms otherwise."""
+  name it; one line naming the spec and the allowed forms otherwise (§1).
+
+  Args:
+    spec: "geometric:p", "fixed:n0" or "shifted_poisson:lam".
+
+  Returns:
+    The law: Geometric, Fixed or ShiftedPoisson.
+
+  Raises:
+    ValueError: for any other form, or a value that is not a number.
+
+  Example:
+    >>> lj.lengths.from_spec("fixed:20")
+    Fixed(n0=20)
+    >>> lj.lengths.from_spec("geometric:0.1").mean
+    10.0
+  """
   name, _, value = str(spec).partition(":")
   forms = "'geometric:p', 'fixed:n0' or 'shifted_poisson:lam'"
   if name not in LAWS or not value:
@@ -264,19 +331,80 @@ def from_spec(spec: str) -> LengthLaw:
 
 
 def geometric(p: float) -> Geometric:
+  """The length law Geometric(p): P(n) = p (1-p)^(n-1) on {1, 2, …}, mean 1/p (§1).
+
+  Args:
+    p: the stopping probability, in the open interval (0, 1).
+
+  Returns:
+    Geometric(p).
+
+  Example:
+    >>> law = lj.geometric(0.1)
+    >>> law, law.mean
+    (Geometric(p=0.1), 10.0)
+  """
   return Geometric(p)
 
 
 def fixed(n0: int) -> Fixed:
+  """The length law Fixed(n0): every string has length n0 (§1).
+
+  Args:
+    n0: the length, an integer ≥ 1.
+
+  Returns:
+    Fixed(n0).
+
+  Example:
+    >>> law = lj.fixed(20)
+    >>> law, law.mean
+    (Fixed(n0=20), 20.0)
+  """
   return Fixed(n0)
 
 
 def shifted_poisson(lam: float) -> ShiftedPoisson:
+  """The length law n = 1 + K, K ~ Poisson(λ): mean 1 + λ (§1).
+
+  Args:
+    lam: the rate λ > 0.
+
+  Returns:
+    ShiftedPoisson(lam).
+
+  Example:
+    >>> law = lj.shifted_poisson(3.0)
+    >>> law, law.mean
+    (ShiftedPoisson(lam=3.0), 4.0)
+  """
   return ShiftedPoisson(lam)
 
 
 def truncation_length(law: LengthLaw, tail_mass: float, limit: int = 10**7) -> int:
-  """Smallest N with P(n > N) <= tail_mass."""
+  """Smallest N with P(n > N) <= tail_mass (§1).
+
+  ⌈log ε / log(1-p)⌉ for Geometric(p) and n0 for Fixed(n0); for other laws N is doubled
+  until the tail is small enough, then bisected.
+
+  Args:
+    law: a length law with tail(N).
+    tail_mass: ε, the probability allowed beyond N.
+    limit: the largest N tried before giving up.
+
+  Returns:
+    N, an int ≥ 1.
+
+  Raises:
+    ValueError: when N would exceed `limit`.
+
+  Example:
+    >>> lj.lengths.truncation_length(lj.geometric(0.5), 1e-3)   # 2^-10 ≤ 1e-3 < 2^-9
+    10
+    >>> # P(K ≥ 5) ≈ 3.7e-3 and P(K ≥ 6) ≈ 5.9e-4 for K ~ Poisson(1)
+    >>> lj.lengths.truncation_length(lj.shifted_poisson(1.0), 1e-3)
+    6
+  """
   if isinstance(law, Fixed):
     return law.n0
   if isinstance(law, Geometric):

@@ -28,7 +28,8 @@ KINDS = ("occurrence", "any_of", "all_of")
 
 @dataclasses.dataclass(frozen=True)
 class OccurrenceLanguage(languages.Language, languages.PresenceLabels):
-  """A language of the occurrence family with its token law π and length law.
+  """A language of the occurrence family with its token law π and length law (docs/theory.md
+  §1, §1b): a Language that declares PresenceLabels.
 
   Attributes:
     kind: one of KINDS.
@@ -36,6 +37,16 @@ class OccurrenceLanguage(languages.Language, languages.PresenceLabels):
     letters: the letters whose presence decides the label.
     pi: token law π, a tuple of d probabilities.
     length: the length law L.
+
+  Example:
+    >>> lang = lj.all_of(4, (0, 1))
+    >>> lang.kind, lang.letters, lang.token_roles().tolist()   # each letter of L its own role
+    ('all_of', (0, 1), [1, 2, 0, 0])
+    >>> coefs, supports = lang.inclusion_exclusion()   # 2·Σ_{T⊆L} (-1)^#T 1{w ⊆ Σ∖T} - 1
+    >>> coefs.tolist()
+    [1.0, -2.0, -2.0, 2.0]
+    >>> lang.label_counts(jnp.array([[1.0, 2.0, 0.0, 1.0], [3.0, 0.0, 1.0, 0.0]])).tolist()
+    [1.0, -1.0]
   """
 
   kind: str
@@ -113,6 +124,28 @@ def balanced_geometric(kind: str, d: int, letters, pi=None) -> lengths_lib.Geome
 
   For occurrence/any_of, P(y = -1) = G(z) with z = π_{Σ∖L}, and G(z) = 1/2 solves
   to p = (1 - z)/z. For all_of, the root in p is bracketed and bisected.
+
+  Args:
+    kind: one of KINDS.
+    d: alphabet size.
+    letters: the letters L.
+    pi: token law π (d,), uniform when None.
+
+  Returns:
+    Geometric(p) with P(y = +1) = 1/2.
+
+  Raises:
+    ValueError: when no geometric law balances the language (for occurrence/any_of, when
+      z ≤ 1/2).
+
+  Example:
+    >>> # occurrence at d = 5: z = 4/5, so p = (1 - z)/z = 1/4 (mean length d - 1)
+    >>> law = lj.data.occurrence.balanced_geometric("occurrence", 5, (0,))
+    >>> round(law.p, 6)
+    0.25
+    >>> law = lj.data.occurrence.balanced_geometric("all_of", 4, (0, 1))
+    >>> round(float(lj.all_of(4, (0, 1), length=law).positive_rate()), 6)
+    0.5
   """
   d = languages.check_alphabet(d)
   letters = _check_letters(d, letters)
@@ -151,17 +184,72 @@ def _make(kind: str, d, letters, pi, length) -> OccurrenceLanguage:
 
 
 def occurrence(d: int, letter: int = 0, *, pi=None, length=None) -> OccurrenceLanguage:
-  """y = +1 iff `letter` occurs; balanced geometric length by default."""
+  """The occurrence language (docs/theory.md §1): y = +1 iff `letter` occurs in w; balanced
+  geometric length by default.
+
+  Args:
+    d: alphabet size, at least 2.
+    letter: the letter a.
+    pi: token law π (d,), uniform when None.
+    length: the length law; None gives balanced_geometric, p = (1 - z)/z with z = 1 - π_a
+      (p = 1/(d-1) under uniform π).
+
+  Returns:
+    An OccurrenceLanguage.
+
+  Example:
+    >>> lang = lj.occurrence(5)
+    >>> lang.describe(), round(lang.length.p, 6)   # p = 1/(d-1)
+    ('occurrence(d=5, letters=(0,))', 0.25)
+    >>> round(float(lang.positive_rate()), 6)
+    0.5
+  """
   return _make("occurrence", d, (letter,), pi, length)
 
 
 def any_of(d: int, letters: Sequence[int], *, pi=None, length=None) -> OccurrenceLanguage:
-  """OR: y = +1 iff some letter of `letters` occurs."""
+  """OR (docs/theory.md §1): y = +1 iff some letter of `letters` occurs; balanced geometric
+  length by default.
+
+  Args:
+    d: alphabet size, at least 2.
+    letters: the letters L (distinct, leaving at least one other letter).
+    pi: token law π (d,), uniform when None.
+    length: the length law; None gives balanced_geometric, p = (1 - z)/z with z = π_{Σ∖L}
+      (p = 2/(d-2) for two letters under uniform π).
+
+  Returns:
+    An OccurrenceLanguage.
+
+  Example:
+    >>> lang = lj.any_of(6, (0, 1))
+    >>> round(lang.length.p, 6), round(float(lang.positive_rate()), 6)   # p = 2/(d-2)
+    (0.5, 0.5)
+    >>> lang.token_roles().tolist()   # the label depends only on the letters' total count
+    [1, 1, 0, 0, 0, 0]
+  """
   return _make("any_of", d, letters, pi, length)
 
 
 def all_of(d: int, letters: Sequence[int], *, pi=None, length=None) -> OccurrenceLanguage:
-  """AND: y = +1 iff every letter of `letters` occurs."""
+  """AND (docs/theory.md §1): y = +1 iff every letter of `letters` occurs; balanced geometric
+  length by default (bisected).
+
+  Args:
+    d: alphabet size, at least 2.
+    letters: the letters L (distinct, leaving at least one other letter).
+    pi: token law π (d,), uniform when None.
+    length: the length law; None gives balanced_geometric.
+
+  Returns:
+    An OccurrenceLanguage.
+
+  Example:
+    >>> # two letters at d = 4: 1 - 2G(3/4) + G(1/2) = 1/2 gives 3p² + 6p - 1 = 0
+    >>> lang = lj.all_of(4, (0, 1))
+    >>> round(lang.length.p, 6), round(2 / 3**0.5 - 1, 6)
+    (0.154701, 0.154701)
+  """
   return _make("all_of", d, letters, pi, length)
 
 

@@ -16,7 +16,21 @@ from lagjax.data import languages
 
 @dataclasses.dataclass(frozen=True)
 class Partition:
-  """A partition of {0, …, d-1} into blocks (each a sorted tuple of tokens)."""
+  """A partition of {0, …, d-1} into token groups (docs/theory.md §1a, §3b): blocks of
+  interchangeable tokens, each a sorted tuple of tokens.
+
+  Attributes:
+    blocks: the token groups g = 0, …, G-1, each a sorted tuple of tokens.
+
+  Example:
+    >>> part = lj.partition.Partition(((0,), (1, 2, 3)))
+    >>> part.d, part.num_groups, part.sizes.tolist(), part.index.tolist()
+    (4, 2, [1.0, 3.0], [0, 1, 1, 1])
+    >>> part.masses([0.25, 0.25, 0.25, 0.25]).tolist()   # π_g
+    [0.25, 0.75]
+    >>> part.expand(np.array([2.0, -1.0])).tolist()      # one entry per group -> per token
+    [2.0, -1.0, -1.0, -1.0]
+  """
 
   blocks: tuple[tuple[int, ...], ...]
 
@@ -69,6 +83,18 @@ class Partition:
 
 
 def singletons(d: int) -> Partition:
+  """The finest partition: every token its own token group, so nothing is tied (§1a).
+
+  Args:
+    d: alphabet size.
+
+  Returns:
+    The Partition of d one-token blocks.
+
+  Example:
+    >>> lj.partition.singletons(3).blocks
+    ((0,), (1,), (2,))
+  """
   return Partition(tuple((s,) for s in range(d)))
 
 
@@ -80,7 +106,20 @@ def _blocks_from_keys(keys) -> Partition:
 
 
 def first_tokens(index: np.ndarray, num_groups: int) -> np.ndarray:
-  """The first token of each group id in `index` (d,), in O(d) without sorting."""
+  """The first token of each group id in `index` (d,), in O(d) without sorting (§1a).
+
+  Args:
+    index: the token group id of every token (d,), every id in {0, …, num_groups-1}
+      present.
+    num_groups: G.
+
+  Returns:
+    The smallest token of every group (G,), int.
+
+  Example:
+    >>> lj.partition.first_tokens(np.array([1, 0, 1, 0, 2]), 3).tolist()
+    [1, 0, 4]
+  """
   first = np.empty(num_groups, np.int64)
   first[index[::-1]] = np.arange(index.size - 1, -1, -1)  # the last write is the first token
   return first
@@ -90,7 +129,21 @@ def token_group_ids(lang: languages.Language) -> np.ndarray:
   """Token group of every token (d,) for `of_language`, token groups numbered by their first token.
 
   Tokens share a token group when they have the same role (Language.token_roles) and
-  equal π. Vectorized and O(d) for uniform π (d reaches 10^5 in the regime tables).
+  equal π (docs/theory.md §1a, §1b). Vectorized and O(d) for uniform π (d reaches 10^5 in
+  the regime tables).
+
+  Args:
+    lang: the language.
+
+  Returns:
+    The token group id of every token (d,), int, in {0, …, G-1}.
+
+  Example:
+    >>> lj.partition.token_group_ids(lj.any_of(5, (0, 1))).tolist()   # roles L and Σ∖L
+    [0, 0, 1, 1, 1]
+    >>> lang = lj.any_of(5, (0, 1), pi=(0.1, 0.3, 0.2, 0.2, 0.2))   # unequal π splits L
+    >>> lj.partition.token_group_ids(lang).tolist()
+    [0, 1, 2, 2, 2]
   """
   role = np.asarray(lang.token_roles(), np.int64)
   pi = lang.pi_array
@@ -112,7 +165,17 @@ def of_language(lang: languages.Language) -> Partition:
 
   Tokens are merged when they have equal π and the same role (Language.token_roles:
   for the occurrence family, every letter of an occurrence/any_of language plays
-  one role, since the label depends only on their total count).
+  one role, since the label depends only on their total count; docs/theory.md §1a).
+
+  Args:
+    lang: the language.
+
+  Returns:
+    The Partition, its blocks numbered by their first token.
+
+  Example:
+    >>> lj.partition.of_language(lj.occurrence(5)).blocks   # a, and the d-1 others
+    ((0,), (1, 2, 3, 4))
   """
   index = token_group_ids(lang)
   tokens = np.split(np.argsort(index, kind="stable"), np.cumsum(np.bincount(index))[:-1])
@@ -121,7 +184,22 @@ def of_language(lang: languages.Language) -> Partition:
 
 def of_params(lang: languages.Language, params) -> Partition:
   """Coarsest refinement of `of_language(lang)` on which every per-token table is constant
-  (α and β; the position tables and, under the last query, α's rows and columns too)."""
+  (α and β; the position tables and, under the last query, α's rows and columns too;
+  docs/theory.md §1a, §3b).
+
+  Args:
+    lang: the language.
+    params: per-token parameters {"alpha": (d,), "beta": (d,), …} (§2, §2b).
+
+  Returns:
+    The Partition, its blocks numbered by their first token.
+
+  Example:
+    >>> params = {"alpha": np.array([1.0, 0.0, 0.0, 0.0, 0.0]),
+    ...           "beta": np.array([1.0, -1.0, -1.0, 0.5, 0.5])}
+    >>> lj.partition.of_params(lj.occurrence(5), params).blocks
+    ((0,), (1, 2), (3, 4))
+  """
   base = token_group_ids(lang)  # = of_language(lang).index, without building the blocks
   alpha = np.asarray(params["alpha"], dtype=np.float64)
   beta = np.asarray(params["beta"], dtype=np.float64)

@@ -32,7 +32,8 @@ BALANCE_SEARCH = np.geomspace(1e-6, 1.0 - 1e-9, 400)      # geometric p tried fo
 
 @dataclasses.dataclass(frozen=True)
 class RegularLanguage(languages.Language, languages.AutomatonLabels):
-  """A regular language: a minimal complete DFA, a token law π and a length law.
+  """A regular language: a minimal complete DFA, a token law π and a length law
+  (docs/theory.md §1c); a Language that declares AutomatonLabels. Build it with `regular`.
 
   Attributes:
     name: how messages name it, e.g. "even_pairs".
@@ -42,6 +43,16 @@ class RegularLanguage(languages.Language, languages.AutomatonLabels):
     start_state: the start state (0 after minimisation).
     pi: token law π, a tuple of d probabilities.
     length: the length law L.
+
+  Example:
+    >>> lang = lj.regular([[0, 1], [1, 0]], [1], balance=False, name="odd_ones")   # #1 odd
+    >>> lang.describe(), lang.length, round(lang.positive_rate(), 6)
+    ('odd_ones(d=2, states=2)', Geometric(p=0.1), 0.5)
+    >>> # δ runs over the real tokens only: the masked 1 of the second string is not read.
+    >>> tokens = jnp.array([[1, 0, 0], [1, 1, 1]])
+    >>> mask = jnp.array([[True, True, True], [True, True, False]])
+    >>> lang.label_tokens(tokens, mask).tolist()
+    [1.0, -1.0]
   """
 
   name: str
@@ -87,7 +98,20 @@ class RegularLanguage(languages.Language, languages.AutomatonLabels):
 
 def transfer_matrix(table: np.ndarray, weights) -> np.ndarray:
   """Σ_x weights[x] P_x (Q, Q) with P_x[q, r] = 1{table[q, x] = r}: with weights π, the
-  move of the state distribution by one position (T of docs/theory.md §1c)."""
+  move of the state distribution by one position (T of docs/theory.md §1c).
+
+  Args:
+    table: transitions (Q, d), int, complete.
+    weights: one weight per letter (d,); π gives T.
+
+  Returns:
+    The (Q, Q) float matrix.
+
+  Example:
+    >>> table = np.array([[0, 1], [1, 0]])   # parity: letter 1 flips the state
+    >>> lj.data.regular.transfer_matrix(table, [0.25, 0.75]).tolist()
+    [[0.25, 0.75], [0.75, 0.25]]
+  """
   num_states = table.shape[0]
   matrix = np.zeros((num_states, num_states))
   for x, weight in enumerate(weights):
@@ -97,7 +121,22 @@ def transfer_matrix(table: np.ndarray, weights) -> np.ndarray:
 
 def acceptance(automaton, pi):
   """law -> P(w accepted) = Σ_n P(n) e_start·Tⁿ·1_acc with T = transfer_matrix(table, π)
-  (exact; jittable in the law, which is a pytree)."""
+  (exact; jittable in the law, which is a pytree; docs/theory.md §1c).
+
+  Args:
+    automaton: (transitions (Q, d), accepting (Q,) bool, start), complete.
+    pi: token law π (d,).
+
+  Returns:
+    A function of a length law that returns P(w accepted), a JAX scalar.
+
+  Example:
+    >>> parity = (np.array([[0, 1], [1, 0]]), np.array([False, True]), 0)   # #1 odd
+    >>> rate = lj.data.regular.acceptance(parity, np.array([0.25, 0.75]))
+    >>> # (1 - G(1 - 2π_1))/2 with G(-1/2) = -0.2 under Geometric(0.5)
+    >>> round(float(rate(lj.geometric(0.5))), 6)
+    0.6
+  """
   table, accepting, start = automaton
   transfer = jnp.asarray(transfer_matrix(table, pi))
   start_row = jnp.eye(table.shape[0])[start]
@@ -106,7 +145,22 @@ def acceptance(automaton, pi):
 
 
 def acceptance_probability(automaton, pi, law: lengths_lib.LengthLaw) -> float:
-  """P(w accepted) under `law` (see acceptance)."""
+  """P(w accepted) under `law` (see acceptance; docs/theory.md §1c).
+
+  Args:
+    automaton: (transitions (Q, d), accepting (Q,) bool, start), complete.
+    pi: token law π (d,).
+    law: the length law.
+
+  Returns:
+    P(w accepted), a Python float.
+
+  Example:
+    >>> parity = (np.array([[0, 1], [1, 0]]), np.array([False, True]), 0)   # #1 odd
+    >>> p = lj.data.regular.acceptance_probability(parity, np.array([0.5, 0.5]), lj.geometric(0.5))
+    >>> round(p, 6)   # ½ at every length under uniform π
+    0.5
+  """
   return float(acceptance(automaton, pi)(law))
 
 
@@ -143,7 +197,23 @@ def _check_accepting(accepting, num_states: int) -> np.ndarray:
 
 
 def complete(table: np.ndarray, accepting: np.ndarray):
-  """Adds a rejecting sink state for the -1 entries (missing transitions), if any."""
+  """Adds a rejecting sink state for the -1 entries (missing transitions), if any
+  (docs/theory.md §1c, step 1).
+
+  Args:
+    table: transitions (Q, d), int, -1 for a missing transition.
+    accepting: (Q,) bool.
+
+  Returns:
+    (table, accepting): with a sink, state Q, that loops on every letter and rejects, when
+    some entry is -1; else the inputs.
+
+  Example:
+    >>> table = np.array([[-1, 0]])   # 1*: reading a 0 leaves the language for good
+    >>> table, accepting = lj.data.regular.complete(table, np.array([True]))
+    >>> table.tolist(), accepting.tolist()
+    ([[1, 0], [1, 1]], [True, False])
+  """
   if not np.any(table < 0):
     return table, accepting
   sink = table.shape[0]
@@ -153,7 +223,24 @@ def complete(table: np.ndarray, accepting: np.ndarray):
 
 
 def reachable(table: np.ndarray, accepting: np.ndarray, start: int):
-  """The automaton restricted to the states reachable from start, start renamed 0."""
+  """The automaton restricted to the states reachable from start, start renamed 0
+  (docs/theory.md §1c, step 2): the rest are numbered breadth-first, letters in order.
+
+  Args:
+    table: transitions (Q, d), int, complete.
+    accepting: (Q,) bool.
+    start: the start state.
+
+  Returns:
+    (table, accepting, 0) of the reachable states.
+
+  Example:
+    >>> table = np.array([[0, 2], [1, 1], [2, 0]])   # state 1 is never reached from 0
+    >>> accepting = np.array([False, True, True])
+    >>> table, accepting, start = lj.data.regular.reachable(table, accepting, 0)
+    >>> table.tolist(), accepting.tolist(), start
+    ([[0, 1], [1, 0]], [False, True], 0)
+  """
   order, seen = [start], {start}
   for q in order:
     for r in table[q]:
@@ -169,7 +256,23 @@ def minimize(table: np.ndarray, accepting: np.ndarray, start: int):
   """Moore's partition refinement: states are merged until no letter tells them apart.
 
   Returns the minimal complete automaton (table, accepting, start) with states
-  numbered in breadth-first order from start.
+  numbered in breadth-first order from start (docs/theory.md §1c, step 3).
+
+  Args:
+    table: transitions (Q, d), int, complete.
+    accepting: (Q,) bool.
+    start: the start state.
+
+  Returns:
+    (table, accepting, start) of the minimal complete DFA, start = 0.
+
+  Example:
+    >>> # Parity with 4 states: 0 and 2 have read an even number of 1s, 1 and 3 an odd one.
+    >>> table = np.array([[2, 1], [3, 0], [0, 3], [1, 2]])
+    >>> accepting = np.array([False, True, False, True])
+    >>> table, accepting, start = lj.data.regular.minimize(table, accepting, 0)
+    >>> table.tolist(), accepting.tolist(), start
+    ([[0, 1], [1, 0]], [False, True], 0)
   """
   # Blocks numbered 0, …, k-1 (all-accepting states must give one block 0, not block 1).
   block = np.unique(accepting, return_inverse=True)[1].reshape(-1)
@@ -214,7 +317,28 @@ def is_star_free(lang) -> bool:
 
 def balanced_geometric(automaton, pi, name: str = "the language") -> lengths_lib.Geometric:
   """The geometric law with P(y = +1) = ½: the default Geometric(0.1) if it already balances
-  (to 1e-12), else the p found by a sign change on BALANCE_SEARCH and bisection."""
+  (to 1e-12), else the p found by a sign change on BALANCE_SEARCH and bisection (the last
+  sign change: the largest p, the shortest mean length; docs/theory.md §1c).
+
+  Args:
+    automaton: (transitions (Q, d), accepting (Q,) bool, start), complete.
+    pi: token law π (d,).
+    name: how the error names the language.
+
+  Returns:
+    Geometric(p) with P(y = +1) = ½.
+
+  Raises:
+    ValueError: when P(y = +1) - ½ keeps its sign on BALANCE_SEARCH (one line, with the
+      range of P(y = +1)).
+
+  Example:
+    >>> # w contains 01: state 1 has read a 0, state 2 has read 01; p = √5 - 2
+    >>> contains_01 = (np.array([[1, 0], [1, 2], [2, 2]]), np.array([False, False, True]), 0)
+    >>> law = lj.data.regular.balanced_geometric(contains_01, np.array([0.5, 0.5]))
+    >>> round(law.p, 6), round(5**0.5 - 2, 6)
+    (0.236068, 0.236068)
+  """
   rate = jax.jit(acceptance(automaton, pi))   # one compilation for the ~450 laws tried
 
   def excess(p):
@@ -244,7 +368,10 @@ def balanced_geometric(automaton, pi, name: str = "the language") -> lengths_lib
 
 def regular(transitions, accepting, *, start: int = 0, pi=None, length=None,
             balance: bool = True, name: str = "regular") -> RegularLanguage:
-  """The regular language of a DFA: y = +1 iff it accepts w.
+  """The regular language of a DFA: y = +1 iff it accepts w (docs/theory.md §1c).
+
+  The table is completed, restricted to its reachable states and minimised, so two tables
+  of one language give one automaton.
 
   Args:
     transitions: integer table (Q, d); transitions[q, x] is the state after reading x in q,
@@ -257,10 +384,22 @@ def regular(transitions, accepting, *, start: int = 0, pi=None, length=None,
     balance: solve for the geometric p with P(y = +1) = ½ when no length is given.
     name: how messages and tables name the language.
 
+  Returns:
+    The RegularLanguage of the minimal complete DFA.
+
   Raises:
-    ValueError, in one line naming the field, for a malformed table, a start or an
-    accepting state out of range, no accepting state, a π that is not a distribution,
-    or P(y = +1) in {0, 1} under the length law.
+    ValueError: in one line naming the field, for a malformed table, a start or an
+      accepting state out of range, no accepting state, a π that is not a distribution,
+      or P(y = +1) in {0, 1} under the length law.
+
+  Example:
+    >>> # Tomita 1, 1*: -1 marks a missing transition, completed with a sink (2 states).
+    >>> lang = lj.regular([[-1, 0]], [0], balance=False, name="ones")
+    >>> lang.describe(), lang.length
+    ('ones(d=2, states=2)', Geometric(p=0.1))
+    >>> # 2⁻ⁿ of the strings of length n are members: Σ_n P(n) 2⁻ⁿ = G(½) = p/(1+p) = 1/11
+    >>> round(lang.positive_rate(), 6), round(1 / 11, 6)
+    (0.090909, 0.090909)
   """
   table = _check_table(transitions)
   num_states, d = table.shape

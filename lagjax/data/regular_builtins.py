@@ -1,18 +1,19 @@
 """Built-in regular languages (docs/theory.md section 1c), each a `regular.regular` automaton.
 
-  parity            #1 odd (Chomsky-hierarchy parity_check, FLaRe; Bhattamishra et al. 2020
-                    use the complement);
-  first             the first symbol is 1 (FLaRe, Butoi et al. 2025);
-  even_pairs        #01 + #10 even, i.e. first symbol = last symbol (Chomsky-hierarchy suite);
-  tomita(k)         Tomita grammars 1-7 (Tomita 1982; tech-srl/lstar_extraction, with
-                    Tomita 6 as #0 − #1 ≡ 0 mod 3);
-  dyck(depth)       Dyck-1 of depth at most `depth`, D_n (Bhattamishra et al. 2020);
-  cycle_navigation  final position 0 on a cycle of k (Chomsky-hierarchy suite, binary form);
-  mod_count         #letter ≡ r (mod m) (parity and Tomita 5/6 generalised);
-  contains          a word occurs as a contiguous substring (prefix/KMP automaton);
-  occurrence_automaton, any_of_automaton, all_of_automaton
-                    the occurrence family of lagjax/data/occurrence.py as automata, for
-                    cross-checks of the transfer route against the Laplace route.
+- ``parity``: #1 odd (Chomsky-hierarchy parity_check, FLaRe; Bhattamishra et al. 2020
+  use the complement);
+- ``first``: the first symbol is 1 (FLaRe, Butoi et al. 2025);
+- ``even_pairs``: #01 + #10 even, i.e. first symbol = last symbol (Chomsky-hierarchy suite);
+- ``tomita(k)``: Tomita grammars 1-7 (Tomita 1982; tech-srl/lstar_extraction, with
+  Tomita 6 as #0 − #1 ≡ 0 mod 3);
+- ``dyck(depth)``: Dyck-1 of depth at most `depth`, D_n (Bhattamishra et al. 2020);
+- ``cycle_navigation``: final position 0 on a cycle of k (Chomsky-hierarchy suite, binary
+  form);
+- ``mod_count``: #letter ≡ r (mod m) (parity and Tomita 5/6 generalised);
+- ``contains``: a word occurs as a contiguous substring (prefix/KMP automaton);
+- ``occurrence_automaton``, ``any_of_automaton``, ``all_of_automaton``: the occurrence
+  family of lagjax/data/occurrence.py as automata, for cross-checks of the transfer route
+  against the Laplace route.
 
 The alphabet is {0, 1} unless a docstring says otherwise. Every factory takes pi and
 length (keyword-only) and passes them to `regular.regular`; with length None a language
@@ -64,7 +65,22 @@ def parity(*, pi=None, length=None) -> regular.RegularLanguage:
   "odd") and FLaRe's parity (odd number of 1s); Bhattamishra et al. (2020) accept the
   complement (#1 even), which is the same task with y negated. Length: Geometric(0.1)
   (balance=False): under uniform π every length gives P(y = +1) = ½ exactly, under any
-  other π no geometric law does.
+  other π no geometric law does (docs/theory.md §1c).
+
+  Args:
+    pi: token law π (2,), uniform when None.
+    length: the length law, Geometric(0.1) when None.
+
+  Returns:
+    The RegularLanguage.
+
+  Example:
+    >>> lang = lj.data.regular_builtins.parity()
+    >>> lang.describe(), lang.length, round(lang.positive_rate(), 6)
+    ('parity(d=2, states=2)', Geometric(p=0.1), 0.5)
+    >>> # π_1 = 1/4: (1 - G(1 - 2π_1))/2 = (1 - G(½))/2 = (1 - 1/11)/2 = 5/11
+    >>> round(lj.data.regular_builtins.parity(pi=(0.75, 0.25)).positive_rate(), 6)
+    0.454545
   """
   return regular.regular([[0, 1], [1, 0]], [1], pi=pi, length=length, balance=False,
                          name="parity")
@@ -74,7 +90,19 @@ def first(*, pi=None, length=None) -> regular.RegularLanguage:
   """y = +1 iff the first symbol is 1 (3 states with the sink, star-free).
 
   Source: FLaRe (Butoi et al. 2025), "first". Length: Geometric(0.1) (balance=False):
-  P(y = +1) = π_1 under every length law.
+  P(y = +1) = π_1 under every length law (docs/theory.md §1c).
+
+  Args:
+    pi: token law π (2,), uniform when None.
+    length: the length law, Geometric(0.1) when None.
+
+  Returns:
+    The RegularLanguage.
+
+  Example:
+    >>> lang = lj.data.regular_builtins.first(pi=(0.3, 0.7))
+    >>> lang.describe(), round(lang.positive_rate(), 6)   # π_1
+    ('first(d=2, states=3)', 0.7)
   """
   return regular.regular([[-1, 1], [1, 1]], [1], pi=pi, length=length, balance=False,
                          name="first")
@@ -86,7 +114,20 @@ def even_pairs(*, pi=None, length=None) -> regular.RegularLanguage:
 
   Source: the Chomsky-hierarchy suite's even_pairs (class = parity of #01 + #10); FLaRe.
   Length: Geometric(0.1) (balance=False): every length-1 string is a member and half of
-  the longer ones under uniform π, so P(y = +1) = ½ + P(n = 1)/2 > ½ for every law.
+  the longer ones under uniform π, so P(y = +1) = ½ + P(n = 1)/2 > ½ for every law
+  (docs/theory.md §1c).
+
+  Args:
+    pi: token law π (2,), uniform when None.
+    length: the length law, Geometric(0.1) when None.
+
+  Returns:
+    The RegularLanguage.
+
+  Example:
+    >>> lang = lj.data.regular_builtins.even_pairs()
+    >>> lang.num_states, round(lang.positive_rate(), 6)   # ½ + p/2 with p = 0.1
+    (5, 0.55)
   """
   # States: start, then (first, last) = (0, 0), (0, 1), (1, 1), (1, 0).
   table = [[1, 3], [1, 2], [1, 2], [4, 3], [4, 3]]
@@ -95,22 +136,35 @@ def even_pairs(*, pi=None, length=None) -> regular.RegularLanguage:
 
 
 def tomita(k: int, *, pi=None, length=None) -> regular.RegularLanguage:
-  """Tomita grammar k ∈ {1, …, 7} over {0, 1}.
+  """Tomita grammar k ∈ {1, …, 7} over {0, 1} (docs/theory.md §1c).
 
-    1: 1*                                           2 states, star-free
-    2: (10)*                                        3 states, star-free
-    3: no maximal odd-length run of 1s that is later followed by a maximal odd-length
-       run of 0s (a trailing run counts as maximal) 5 states, not star-free
-    4: no substring 000                             4 states, star-free
-    5: #0 even and #1 even                          4 states, not star-free
-    6: #0 − #1 ≡ 0 (mod 3)                          3 states, not star-free
-    7: 0*1*0*1*                                     5 states, star-free
+  - 1: ``1*``; 2 states, star-free.
+  - 2: ``(10)*``; 3 states, star-free.
+  - 3: no maximal odd-length run of 1s that is later followed by a maximal odd-length
+    run of 0s (a trailing run counts as maximal); 5 states, not star-free.
+  - 4: no substring 000; 4 states, star-free.
+  - 5: #0 even and #1 even; 4 states, not star-free.
+  - 6: #0 − #1 ≡ 0 (mod 3); 3 states, not star-free.
+  - 7: ``0*1*0*1*``; 5 states, star-free.
 
   Source: Tomita (1982); the definitions of tech-srl/lstar_extraction, Tomita_Grammars.py,
   with Tomita 6 corrected there from mod 5 to mod 3. Length: the balanced geometric law for
   3, 4 and 7 (all length-1 strings are members, long strings are not), Geometric(0.1) for
   1, 2, 5 and 6, which no geometric law balances under uniform π (P(y = +1) < ½ for
   every p).
+
+  Args:
+    k: the grammar, 1 to 7.
+    pi: token law π (2,), uniform when None.
+    length: the length law; None gives the default above.
+
+  Returns:
+    The RegularLanguage, named "tomita[k=⟨k⟩]".
+
+  Example:
+    >>> lang = lj.data.regular_builtins.tomita(6)   # T is circulant: (1 + 2G(-½))/3 = 9/29
+    >>> lang.describe(), round(lang.positive_rate(), 6), round(9 / 29, 6)
+    ('tomita[k=6](d=2, states=3)', 0.310345, 0.310345)
   """
   k = _check_range("tomita k", k, 1, 7)
   table, accepting = _TOMITA[k]
@@ -124,7 +178,21 @@ def dyck(depth: int, *, pi=None, length=None) -> regular.RegularLanguage:
 
   Source: D_n = (a D_{n−1} b)* of Bhattamishra, Ahuja & Goyal (2020). Strings have length
   ≥ 1, so the empty member never occurs. Length: Geometric(0.1) (balance=False): odd
-  lengths are never members and under uniform π P(y = +1) ≤ ¼ for every length law.
+  lengths are never members and under uniform π P(y = +1) ≤ ¼ for every length law
+  (docs/theory.md §1c).
+
+  Args:
+    depth: the largest depth allowed, at least 1.
+    pi: token law π (2,), uniform when None.
+    length: the length law, Geometric(0.1) when None.
+
+  Returns:
+    The RegularLanguage, named "dyck[depth=⟨depth⟩]".
+
+  Example:
+    >>> lang = lj.data.regular_builtins.dyck(1)   # (01)*: p(1-p)/(4 - (1-p)²) at p = 0.1
+    >>> lang.describe(), round(lang.positive_rate(), 6), round(0.09 / (4 - 0.81), 6)
+    ('dyck[depth=1](d=2, states=3)', 0.028213, 0.028213)
   """
   depth = validation.check_int("dyck depth", depth, 1)
   # State s < depth + 1 is the current depth; -1 (the sink) is a ')' at depth 0 or a '('
@@ -140,7 +208,24 @@ def cycle_navigation(k: int = 5, *, pi=None, length=None) -> regular.RegularLang
 
   Source: the Chomsky-hierarchy suite's cycle_navigation (k = 5, the class is the final
   position), here its binary form. Length: Geometric(0.1) (balance=False): under uniform
-  π, P(y = +1) < ½ for every geometric law (exactly 1/3 at every length when k = 3).
+  π, P(y = +1) < ½ for every geometric law (exactly 1/3 at every length when k = 3;
+  docs/theory.md §1c).
+
+  Args:
+    k: the number of positions on the cycle, at least 2.
+    pi: token law π (3,), uniform when None.
+    length: the length law, Geometric(0.1) when None.
+
+  Returns:
+    The RegularLanguage, named "cycle_navigation[k=⟨k⟩]".
+
+  Example:
+    >>> lang = lj.data.regular_builtins.cycle_navigation(3)
+    >>> lang.num_states, round(lang.positive_rate(), 6)   # ⅓ at every length
+    (3, 0.333333)
+    >>> # k = 2: the moves -1 and +1 agree mod 2, so tokens 0 and 2 share a role
+    >>> lj.data.regular_builtins.cycle_navigation(2).token_roles().tolist()
+    [0, 1, 0]
   """
   k = validation.check_int("cycle_navigation k", k, 2)
   table = [[(s - 1) % k, s, (s + 1) % k] for s in range(k)]
@@ -153,7 +238,27 @@ def mod_count(letter: int, m: int, r: int, d: int = 2, *, pi=None,
   """Alphabet {0, …, d-1}: y = +1 iff #letter ≡ r (mod m) (m states, not star-free).
 
   mod_count(1, 2, 1) is parity; the other letters share one token role. Length:
-  Geometric(0.1) (balance=False; whether a geometric law balances depends on m, r and π).
+  Geometric(0.1) (balance=False; whether a geometric law balances depends on m, r and π;
+  docs/theory.md §1c).
+
+  Args:
+    letter: the letter counted, in {0, …, d-1}.
+    m: the modulus, at least 2.
+    r: the residue accepted, in {0, …, m-1}.
+    d: alphabet size.
+    pi: token law π (d,), uniform when None.
+    length: the length law, Geometric(0.1) when None.
+
+  Returns:
+    The RegularLanguage, named "mod_count[letter=⟨letter⟩, m=⟨m⟩, r=⟨r⟩]".
+
+  Example:
+    >>> lang = lj.data.regular_builtins.mod_count(0, 2, 0, d=3)   # #0 even over {0, 1, 2}
+    >>> lang.token_roles().tolist()
+    [0, 1, 1]
+    >>> # (1 + G(1 - 2π_0))/2 = (1 + G(⅓))/2 = (1 + 1/21)/2 = 11/21 under Geometric(0.1)
+    >>> round(lang.positive_rate(), 6), round(11 / 21, 6)
+    (0.52381, 0.52381)
   """
   d = languages.check_alphabet(d)
   letter = _check_range("mod_count letter", letter, 0, d - 1)
@@ -173,7 +278,23 @@ def contains(word: Sequence[int], d: int = 2, *, pi=None,
   longest prefix of `word` that ends w so far, and len(word) is the accepting trap.
   Length: the balanced geometric law (balance=True): P(y = +1) rises from its value at
   n = 1 to 1 as n grows, so this fails (the error gives the reachable range) only for a
-  one-letter word with π_word ≥ ½, e.g. contains((0,)) with d = 2.
+  one-letter word with π_word ≥ ½, e.g. contains((0,)) with d = 2. Under uniform π the
+  balancing p is √5 - 2 ≈ 0.236068 for the word 01 (docs/theory.md §1c).
+
+  Args:
+    word: the letters of the word, a non-empty sequence in {0, …, d-1}.
+    d: alphabet size.
+    pi: token law π (d,), uniform when None.
+    length: the length law; None gives the balanced geometric law.
+
+  Returns:
+    The RegularLanguage, named "contains[word=⟨word⟩]".
+
+  Example:
+    >>> # Strings of length 3 without 01 are 1…10…0: 4 of 8, so P(y = +1) = ½.
+    >>> lang = lj.data.regular_builtins.contains((0, 1), length=lj.fixed(3))
+    >>> lang.describe(), round(lang.positive_rate(), 6)
+    ('contains[word=(0, 1)](d=2, states=3)', 0.5)
   """
   d = languages.check_alphabet(d)
   letters = tuple(word) if isinstance(word, Sequence) and not isinstance(word, str) else ()
@@ -214,7 +335,24 @@ def occurrence_automaton(d: int, letter: int = 0, *, pi=None,
 
   Source: the occurrence language of lagjax/data/occurrence.py (Han & Ghoshdastidar 2026).
   Length: occurrence.balanced_geometric("occurrence", d, (letter,), pi), as for
-  occurrence(d, letter) (no geometric law balances it when π_letter ≥ ½, e.g. d = 2).
+  occurrence(d, letter) (no geometric law balances it when π_letter ≥ ½, e.g. d = 2;
+  docs/theory.md §1, §1c).
+
+  Args:
+    d: alphabet size.
+    letter: the letter a.
+    pi: token law π (d,), uniform when None.
+    length: the length law; None gives the balanced geometric law of occurrence(d, letter).
+
+  Returns:
+    The RegularLanguage.
+
+  Example:
+    >>> lang = lj.data.regular_builtins.occurrence_automaton(4)
+    >>> lang.num_states, lang.length == lj.occurrence(4).length   # p = 1/(d-1)
+    (2, True)
+    >>> round(lang.positive_rate(), 6), lang.token_roles().tolist()
+    (0.5, [0, 1, 1, 1])
   """
   return _presence_automaton(occurrence.occurrence(d, letter, pi=pi, length=length))
 
@@ -224,7 +362,21 @@ def any_of_automaton(d: int, letters: Sequence[int], *, pi=None,
   """Alphabet {0, …, d-1}: y = +1 iff some letter of `letters` occurs (2 states, star-free).
 
   Source: any_of of lagjax/data/occurrence.py. Length: occurrence.balanced_geometric(
-  "any_of", d, letters, pi), as for any_of(d, letters).
+  "any_of", d, letters, pi), as for any_of(d, letters) (docs/theory.md §1, §1c).
+
+  Args:
+    d: alphabet size.
+    letters: the letters L.
+    pi: token law π (d,), uniform when None.
+    length: the length law; None gives the balanced geometric law of any_of(d, letters).
+
+  Returns:
+    The RegularLanguage.
+
+  Example:
+    >>> lang = lj.data.regular_builtins.any_of_automaton(6, (0, 1))
+    >>> lang.num_states, round(lang.length.p, 6), round(lang.positive_rate(), 6)   # p = 2/(d-2)
+    (2, 0.5, 0.5)
   """
   return _presence_automaton(occurrence.any_of(d, letters, pi=pi, length=length))
 
@@ -235,7 +387,21 @@ def all_of_automaton(d: int, letters: Sequence[int], *, pi=None,
   star-free).
 
   Source: all_of of lagjax/data/occurrence.py. Length: occurrence.balanced_geometric(
-  "all_of", d, letters, pi), as for all_of(d, letters).
+  "all_of", d, letters, pi), as for all_of(d, letters) (docs/theory.md §1, §1c).
+
+  Args:
+    d: alphabet size.
+    letters: the letters L.
+    pi: token law π (d,), uniform when None.
+    length: the length law; None gives the balanced geometric law of all_of(d, letters).
+
+  Returns:
+    The RegularLanguage.
+
+  Example:
+    >>> lang = lj.data.regular_builtins.all_of_automaton(4, (0, 1))   # the state: letters seen
+    >>> lang.num_states, round(lang.positive_rate(), 6)
+    (4, 0.5)
   """
   return _presence_automaton(occurrence.all_of(d, letters, pi=pi, length=length))
 

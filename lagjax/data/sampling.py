@@ -24,7 +24,32 @@ def _check_count_labels(lang) -> None:
 
 
 def sample_counts(key, lang: languages.Language, n_samples: int):
-  """Token counts (N, d) and labels (N,) of N fresh strings (multinomial as chained binomials)."""
+  """Token counts (N, d) and labels (N,) of N fresh strings (multinomial as chained binomials).
+
+  Given n ~ L, c_σ ~ Binomial(n - Σ_{τ<σ} c_τ, π_σ / (1 - Σ_{τ<σ} π_τ)), the last letter
+  taking the remainder; one lax.scan over the letters (docs/theory.md §1).
+
+  Args:
+    key: a PRNG key.
+    lang: a language that declares PresenceLabels (§1b).
+    n_samples: N.
+
+  Returns:
+    (counts, labels): counts (N, d), float, each row summing to its length n; labels (N,)
+    in {-1, +1}.
+
+  Raises:
+    ValueError: when `lang` does not declare PresenceLabels.
+
+  Example:
+    >>> lang = lj.occurrence(4, length=lj.fixed(5))
+    >>> counts, labels = lj.data.sampling.sample_counts(jax.random.PRNGKey(0), lang, 3)
+    >>> counts, labels = np.asarray(counts), np.asarray(labels)
+    >>> counts.shape, counts.sum(axis=1).tolist()   # Σ_σ c_σ = n = 5
+    ((3, 4), [5.0, 5.0, 5.0])
+    >>> bool(np.all(labels == np.where(counts[:, 0] > 0, 1.0, -1.0)))   # y = +1 iff c_0 > 0
+    True
+  """
   _check_count_labels(lang)
   length_key, count_key = jax.random.split(key)
   lengths = lang.length.sample(length_key, (n_samples,)).astype(jnp.float64)
@@ -98,12 +123,36 @@ def sample_counts_poisson(key, lang: languages.Language, n_samples: int,
                           block: int = POISSON_BLOCK):
   """Token counts (N, d) and labels (N,) of N fresh strings, without forming a string.
 
-  Poissonisation (docs/theory.md §9): when n - 1 ~ Poisson(λ) given a mixing rate
+  Poissonisation (docs/theory.md §9d): when n - 1 ~ Poisson(λ) given a mixing rate
   λ, the counts of tokens 2…n are independent Poisson(λ π_σ) given λ, and token 1
   is one draw from π. This holds exactly for Geometric(p) (λ ~ Exponential of
   mean (1-p)/p) and shifted Poisson (λ fixed); other laws fall back to
   `sample_counts`. Cost O(N d) with one uniform and a few comparisons per entry,
   against d - 1 sequential binomial draws per string for `sample_counts`.
+
+  Args:
+    key: a PRNG key.
+    lang: a language that declares PresenceLabels (§1b).
+    n_samples: N.
+    block: how many values k of the Poisson CDF each pass of the inversion adds.
+
+  Returns:
+    (counts, labels): counts (N, d), float, each row summing to its length n ≥ 1; labels
+    (N,) in {-1, +1}.
+
+  Raises:
+    ValueError: when `lang` does not declare PresenceLabels.
+
+  Example:
+    >>> lang = lj.occurrence(4)   # Geometric(1/3): n - 1 is Poisson(λ), λ exponential
+    >>> key = jax.random.PRNGKey(0)
+    >>> # A smaller block compiles faster and draws the same counts, in more passes.
+    >>> counts, labels = lj.data.sampling.sample_counts_poisson(key, lang, 3, block=4)
+    >>> counts, labels = np.asarray(counts), np.asarray(labels)
+    >>> counts.shape, bool(np.all(counts.sum(axis=1) >= 1))   # n ≥ 1
+    ((3, 4), True)
+    >>> bool(np.all(labels == np.where(counts[:, 0] > 0, 1.0, -1.0)))   # y = +1 iff c_0 > 0
+    True
   """
   _check_count_labels(lang)
   mixture = POISSON_MIXTURES.get(type(lang.length))

@@ -3,7 +3,9 @@
 - `direct`: the (α, β) model of the theory, on count vectors or token batches;
 - `kqv`: its over-parameterized KQV form, a parameter map onto (α, β);
 - `transformer`: a general single-layer transformer (heads, embeddings, positions);
-- `slr`: the single-location-regression model Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩.
+- `slr`: the single-location-regression model Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩;
+- `erf_slr`: Marion et al.'s erf model on the same data (section 7b);
+- `positions`: the transformer's positional terms and first/last flags.
 
 Each model module declares `GROUPS`, its parameter names mapped to "attention"
 or "output"; plans read that declaration (`group_labels`) to decide which
@@ -19,9 +21,25 @@ from lagjax.models import direct, kqv, slr, softmax, transformer
 
 
 class Model(NamedTuple):
-  """A trainable model: init(key) -> (params, fixed), apply(params, fixed, batch) -> outputs.
+  """A trainable model for the tasks of docs/theory.md §7: init(key) -> (params, fixed),
+  apply(params, fixed, batch) -> outputs.
 
-  `groups` maps every trainable parameter name to "attention" or "output".
+  Attributes:
+    init: key -> (params, fixed); params is the trainable dict, fixed what is not trained
+      (embeddings; {} when there is none).
+    apply: (params, fixed, batch) -> the outputs the task's loss takes, (B,) or (B, k).
+    groups: maps every trainable parameter name to "attention" or "output" (§1a), the
+      model's ``GROUPS``.
+
+  Example:
+    >>> model = lj.models.Model(
+    ...     init=lambda key: (lj.models.slr.init(key, 3), {}),
+    ...     apply=lambda params, fixed, batch: lj.models.slr.apply(params, batch.inputs,
+    ...                                                            batch.mask),
+    ...     groups=lj.models.slr.GROUPS)
+    >>> params, fixed = model.init(jax.random.PRNGKey(0))
+    >>> lj.models.group_labels(model.groups, params)
+    {'kappa': 'attention', 'nu': 'output'}
   """
 
   init: Callable
@@ -30,7 +48,28 @@ class Model(NamedTuple):
 
 
 def group_labels(groups: Mapping[str, str], params) -> dict:
-  """{name: group} for the parameter dict `params`; every name must be declared."""
+  """{name: group} for the parameter dict `params`: the parameter groups of docs/theory.md §1a
+  that a plan's phases train. Every name must be declared.
+
+  Args:
+    groups: a model's ``GROUPS``, parameter name -> "attention" or "output".
+    params: a parameter dict of that model.
+
+  Returns:
+    {name: "attention" or "output"} for the names of params, in their order.
+
+  Raises:
+    ValueError: naming the parameters that groups does not declare.
+
+  Example:
+    >>> params = lj.init_params(3, cls=True)
+    >>> lj.models.group_labels(lj.models.direct.GROUPS, params)
+    {'alpha': 'attention', 'beta': 'output', 'alpha_cls': 'attention', 'beta_cls': 'output'}
+    >>> lj.models.group_labels(lj.models.slr.GROUPS, params)
+    Traceback (most recent call last):
+    ...
+    ValueError: parameters ['alpha', 'alpha_cls', 'beta', 'beta_cls'] have no declared group; ...
+  """
   unknown = sorted(set(params) - set(groups))
   if unknown:
     raise ValueError(f"parameters {unknown} have no declared group; declared: {sorted(groups)}.")

@@ -9,11 +9,13 @@ functions accept grouped parameters (one entry per group of a Partition) when
 given group counts instead of token counts.
 
 Two optional parts complete the model (docs/theory.md §2b):
+
 - position tables "alpha_first", "beta_first", "alpha_last", "beta_last" (d,), added
   to the score and value of the token at position 1 and at position n (a string of
   length 1 gets both);
 - the last-token query: "alpha" (d, d), alpha[c, x] the score of token x when the
   last token is c, and then "alpha_cls" (d,).
+
 Under either, f depends on the order of the tokens, so only `forward_tokens` (and
 the transfer and sampled routes) compute it; `forward_counts` is the plain model's.
 Every axis of every table is a token axis, which is what `group_params`,
@@ -47,7 +49,20 @@ POSITION_TABLES = ("alpha_first", "beta_first", "alpha_last", "beta_last")
 
 
 class Layout(NamedTuple):
-  """Which parts the parameters have: the CLS token, the query, the position tables."""
+  """Which parts the parameters have: the CLS token, the query, the position tables
+  (docs/theory.md §2, §2b).
+
+  Attributes:
+    cls: whether the CLS token's α_cls, β_cls are present.
+    query: "cls" (α (d,)) or "last" (α (d, d), α[c, x] for last token c).
+    positions: "none" or "first_last" (the tables α^F, β^F, α^L, β^L).
+
+  Example:
+    >>> lj.models.direct.Layout().plain  # the paper's model
+    True
+    >>> lj.models.direct.Layout(cls=True, query="last").plain
+    False
+  """
 
   cls: bool = False
   query: str = "cls"
@@ -63,20 +78,41 @@ PLAIN = Layout()
 
 
 def layout(params: Params) -> Layout:
-  """The Layout of a parameter dict (read from its keys and α's rank)."""
+  """The Layout of a parameter dict (read from its keys and α's rank; docs/theory.md §2b).
+
+  Args:
+    params: a parameter dict of the direct model.
+
+  Returns:
+    Its Layout.
+
+  Example:
+    >>> lj.models.direct.layout(lj.init_params(3, query="last", positions="first_last"))
+    Layout(cls=False, query='last', positions='first_last')
+  """
   return Layout("alpha_cls" in params, "last" if jnp.ndim(params["alpha"]) == 2 else "cls",
                 "first_last" if "alpha_first" in params else "none")
 
 
 def init_params(d: int, cls: bool = False, query: str = "cls",
                 positions: str = "none") -> Params:
-  """Zero initialization θ0 = 0, the paper's setting.
+  """Zero initialization θ0 = 0, the paper's setting (docs/theory.md §2, §2b).
 
   Args:
     d: alphabet size.
     cls: add the CLS token's score and value.
     query: "cls" (α (d,)) or "last" (α (d, d), α[c, x] for last token c).
     positions: "none" or "first_last" (the four position tables, (d,) each).
+
+  Returns:
+    The parameter dict, every entry 0: "alpha", "beta" and the parts asked for.
+
+  Example:
+    >>> params = lj.init_params(3, cls=True)
+    >>> {name: value.shape for name, value in params.items()}
+    {'alpha': (3,), 'beta': (3,), 'alpha_cls': (), 'beta_cls': ()}
+    >>> lj.init_params(3, query="last")["alpha"].shape  # α[c, x]
+    (3, 3)
   """
   validation.require_float64("lj.init_params")
   validation.check_choice("query", query, QUERIES)
@@ -86,8 +122,27 @@ def init_params(d: int, cls: bool = False, query: str = "cls",
 
 
 def zero_params(size: int, layout_or_cls: Layout | bool = False) -> Params:
-  """θ = 0 on `size` entries (tokens or token groups) in the given Layout (or plain, with the
-  CLS scalars when True)."""
+  """θ = 0 on `size` entries (tokens or token groups, docs/theory.md §3b) in the given Layout
+  (or plain, with the CLS scalars when True).
+
+  Unlike `init_params`, it checks nothing: the routes call it on G token groups.
+
+  Args:
+    size: the number of entries per token axis, d or G.
+    layout_or_cls: a Layout, or a bool for the plain model with (True) or without the CLS
+      scalars.
+
+  Returns:
+    The parameter dict, every entry 0.
+
+  Example:
+    >>> params = lj.models.direct.zero_params(2, True)  # two token groups and the CLS token
+    >>> {name: value.shape for name, value in params.items()}
+    {'alpha': (2,), 'beta': (2,), 'alpha_cls': (), 'beta_cls': ()}
+    >>> last = lj.models.direct.Layout(cls=True, query="last")
+    >>> lj.models.direct.zero_params(2, last)["alpha_cls"].shape  # α_cls[c]
+    (2,)
+  """
   parts = layout_or_cls if isinstance(layout_or_cls, Layout) else Layout(bool(layout_or_cls))
   last = parts.query == "last"
   params = {"alpha": jnp.zeros((size, size) if last else size), "beta": jnp.zeros(size)}
@@ -99,11 +154,38 @@ def zero_params(size: int, layout_or_cls: Layout | bool = False) -> Params:
 
 
 def has_cls(params: Params) -> bool:
+  """Whether the parameters have the CLS token's α_cls, β_cls (docs/theory.md §2).
+
+  Args:
+    params: a parameter dict of the direct model.
+
+  Returns:
+    True when "alpha_cls" is a key.
+
+  Example:
+    >>> lj.models.direct.has_cls(lj.init_params(3, cls=True))
+    True
+  """
   return "alpha_cls" in params
 
 
 def map_token_axes(fn, params: Params) -> Params:
-  """fn applied along every token axis of every table (each axis of each table is one)."""
+  """fn applied along every token axis of every table (each axis of each table is one;
+  docs/theory.md §2b).
+
+  Args:
+    fn: a map of the last axis, e.g. from d tokens to G token groups.
+    params: a parameter dict of the direct model.
+
+  Returns:
+    The dict with fn applied along each axis of each entry in turn.
+
+  Example:
+    >>> params = {"alpha": jnp.arange(9.0).reshape(3, 3), "beta": jnp.arange(3.0)}
+    >>> first_two = lj.models.direct.map_token_axes(lambda v: v[..., :2], params)
+    >>> first_two["alpha"].tolist(), first_two["beta"].tolist()
+    ([[0.0, 1.0], [3.0, 4.0]], [0.0, 1.0])
+  """
   def along_axes(value):
     value = jnp.asarray(value)
     for axis in range(value.ndim):
@@ -114,19 +196,67 @@ def map_token_axes(fn, params: Params) -> Params:
 
 
 def group_params(partition, params: Params) -> Params:
-  """Per-token params constant on the partition's blocks -> one entry per token group."""
+  """Per-token params constant on the partition's blocks -> one entry per token group: the
+  tied parameters of docs/theory.md §3b.
+
+  Args:
+    partition: a ``lagjax.data.partition.Partition`` of the d tokens into G groups.
+    params: per-token parameters, constant on each block along every token axis.
+
+  Returns:
+    The grouped parameters, G entries per token axis.
+
+  Example:
+    >>> partition = lj.partition.of_language(lj.occurrence(3))  # blocks {0}, {1, 2}
+    >>> params = {"alpha": jnp.array([1.0, -0.5, -0.5]), "beta": jnp.array([1.0, 0.0, 0.0])}
+    >>> grouped = lj.models.direct.group_params(partition, params)
+    >>> grouped["alpha"].tolist(), grouped["beta"].tolist()
+    ([1.0, -0.5], [1.0, 0.0])
+  """
   return map_token_axes(partition.group, params)
 
 
 def expand_params(partition, params: Params) -> Params:
-  """Grouped params -> per-token params (the inverse of group_params)."""
+  """Grouped params -> per-token params (the inverse of group_params; docs/theory.md §3b).
+
+  Args:
+    partition: a ``lagjax.data.partition.Partition`` of the d tokens into G groups.
+    params: grouped parameters, G entries per token axis.
+
+  Returns:
+    The per-token parameters, d entries per token axis, constant on each block.
+
+  Example:
+    >>> partition = lj.partition.of_language(lj.occurrence(3))  # blocks {0}, {1, 2}
+    >>> grouped = {"alpha": jnp.array([1.0, -0.5]), "beta": jnp.array([1.0, 0.0])}
+    >>> lj.models.direct.expand_params(partition, grouped)["alpha"].tolist()
+    [1.0, -0.5, -0.5]
+  """
   return map_token_axes(partition.expand, params)
 
 
 def per_token_gradients(grads: Params, sizes) -> Params:
   """The gradient w.r.t. one token's entry from the gradient w.r.t. a tied entry: divided by
   the group size along every token axis (k_g, or k_c k_x for α under the last query;
-  docs/theory.md 3b)."""
+  docs/theory.md §3b).
+
+  Args:
+    grads: gradients w.r.t. grouped parameters, G entries per token axis.
+    sizes: the group sizes k_g, (G,).
+
+  Returns:
+    The per-token gradients, the same shapes as grads; the CLS scalars are unchanged.
+
+  Example:
+    >>> sizes = np.array([1.0, 2.0])
+    >>> grads = {"alpha": jnp.array([2.0, 6.0]), "beta": jnp.array([1.0, 4.0])}
+    >>> per_token = lj.models.direct.per_token_gradients(grads, sizes)
+    >>> per_token["alpha"].tolist(), per_token["beta"].tolist()
+    ([2.0, 3.0], [1.0, 2.0])
+    >>> last = lj.models.direct.per_token_gradients({"alpha": jnp.ones((2, 2))}, sizes)
+    >>> last["alpha"].tolist()  # 1/(k_c k_x)
+    [[1.0, 0.5], [0.5, 0.25]]
+  """
   def scaled(value):
     scale = 1.0
     for axis in range(value.ndim):
@@ -138,12 +268,40 @@ def per_token_gradients(grads: Params, sizes) -> Params:
 
 def attention_vector(params: Params):
   """The attention tables (α, then α_first, α_last when present) as one vector: what the
-  lag metrics measure (the CLS score is left out, as in the plain model)."""
+  lag metrics of docs/theory.md §6 measure (the CLS score is left out, as in the plain
+  model; §2b).
+
+  Args:
+    params: a parameter dict of the direct model.
+
+  Returns:
+    A flat vector: d entries, d² under the last query, plus 2d with position tables.
+
+  Example:
+    >>> params = dict(lj.init_params(2, cls=True, positions="first_last"),
+    ...               alpha=jnp.array([1.0, 2.0]), alpha_last=jnp.array([3.0, 4.0]))
+    >>> lj.models.direct.attention_vector(params).tolist()  # α, α^F, α^L
+    [1.0, 2.0, 0.0, 0.0, 3.0, 4.0]
+  """
   return _flat(params, ("alpha", "alpha_first", "alpha_last"))
 
 
 def output_vector(params: Params):
-  """The output tables (β, then β_first, β_last when present) as one vector."""
+  """The output tables (β, then β_first, β_last when present) as one vector: what the lag
+  metrics of docs/theory.md §6 measure (β_cls is left out; §2b).
+
+  Args:
+    params: a parameter dict of the direct model.
+
+  Returns:
+    A flat vector: d entries, plus 2d with position tables.
+
+  Example:
+    >>> params = dict(lj.init_params(2, cls=True), beta=jnp.array([1.0, -1.0]),
+    ...               beta_cls=jnp.array(5.0))
+    >>> lj.models.direct.output_vector(params).tolist()
+    [1.0, -1.0]
+  """
   return _flat(params, ("beta", "beta_first", "beta_last"))
 
 
@@ -152,12 +310,39 @@ def _flat(params, names):
 
 
 def has_positions(params: Params) -> bool:
+  """Whether the parameters have the position tables of docs/theory.md §2b.
+
+  Args:
+    params: a parameter dict of the direct model.
+
+  Returns:
+    True when "alpha_first" is a key (then all four tables are).
+
+  Example:
+    >>> lj.models.direct.has_positions(lj.init_params(3, positions="first_last"))
+    True
+  """
   return "alpha_first" in params
 
 
 def stack(params: Params, name: str):
   """params[name] with the CLS entry (name + "_cls") last along the token axis when present:
-  (G[+1],), or (G, G[+1]) for α under the last query."""
+  (G[+1],), or (G, G[+1]) for α under the last query. The CLS token is one more entry of
+  count 1 (docs/theory.md §2).
+
+  Args:
+    params: a parameter dict of the direct model.
+    name: "alpha" or "beta".
+
+  Returns:
+    The stacked table.
+
+  Example:
+    >>> params = {"alpha": jnp.array([1.0, 2.0]), "beta": jnp.array([3.0, 4.0]),
+    ...           "alpha_cls": jnp.array(5.0), "beta_cls": jnp.array(6.0)}
+    >>> lj.models.direct.stack(params, "alpha").tolist()
+    [1.0, 2.0, 5.0]
+  """
   value = params[name]
   if not has_cls(params):
     return value
@@ -165,7 +350,24 @@ def stack(params: Params, name: str):
 
 
 def unstack(params: Params, name: str, value) -> Params:
-  """The inverse of stack: params with name (and name + "_cls") replaced from value."""
+  """The inverse of stack: params with name (and name + "_cls") replaced from value
+  (docs/theory.md §2).
+
+  Args:
+    params: a parameter dict of the direct model.
+    name: "alpha" or "beta".
+    value: the stacked table, the CLS entry last.
+
+  Returns:
+    A new dict; params is not changed.
+
+  Example:
+    >>> params = {"alpha": jnp.array([1.0, 2.0]), "beta": jnp.array([3.0, 4.0]),
+    ...           "alpha_cls": jnp.array(5.0), "beta_cls": jnp.array(6.0)}
+    >>> new = lj.models.direct.unstack(params, "beta", jnp.array([7.0, 8.0, 9.0]))
+    >>> new["beta"].tolist(), float(new["beta_cls"])
+    ([7.0, 8.0], 9.0)
+  """
   groups = params[name].shape[-1]
   new = dict(params, **{name: value[..., :groups]})
   if has_cls(params):
@@ -174,8 +376,21 @@ def unstack(params: Params, name: str, value) -> Params:
 
 
 def check_params(params: Params, size: int, field: str = "d") -> None:
-  """Raises ValueError unless params match `size` entries per group, their Layout's shapes,
-  and are finite."""
+  """Raises ValueError unless params match `size` entries per group, their Layout's shapes
+  (docs/theory.md §2, §2b), and are finite.
+
+  Args:
+    params: a parameter dict of the direct model.
+    size: the entries per token axis, d or the number of token groups G.
+    field: the name of size in the message.
+
+  Example:
+    >>> lj.models.direct.check_params(lj.init_params(3), 3)
+    >>> lj.models.direct.check_params(lj.init_params(3), 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: params['alpha'] must have shape (4,) under the CLS query ... with d = 4; got (3,).
+  """
   if not isinstance(params, dict) or "alpha" not in params or "beta" not in params:
     raise ValueError(
         "params must be a dict with keys 'alpha', 'beta' (and optionally 'alpha_cls', "
@@ -245,7 +460,22 @@ def _cluster_scales(alpha):
 
 def attention_masses(alpha, counts):
   """W_iσ = c_iσ e^{α_σ} / Σ_τ c_iτ e^{α_τ}, the attention mass of each entry of count vectors
-  (..., G), with the two-cluster scales of `forward_counts` (no exponential per entry)."""
+  (..., G), with the two-cluster scales of `forward_counts` (no exponential per entry;
+  docs/theory.md §3b).
+
+  Args:
+    alpha: the scores α (G,).
+    counts: count vectors (..., G), each with a positive entry.
+
+  Returns:
+    (..., G) masses, each row summing to 1; f = W β.
+
+  Example:
+    >>> alpha = jnp.log(jnp.array([2.0, 1.0]))
+    >>> masses = lj.models.direct.attention_masses(alpha, jnp.array([[1.0, 2.0], [0.0, 3.0]]))
+    >>> np.round(np.asarray(masses), 6).tolist()  # c e^α = (2, 2) and (0, 3)
+    [[0.5, 0.5], [0.0, 1.0]]
+  """
   u_top, u_rest, top = _cluster_scales(alpha)
   has_top = (counts @ top.astype(counts.dtype)) > 0
   weighted = counts * jnp.where(has_top[..., None], u_top, u_rest)
@@ -264,6 +494,25 @@ def forward_counts(params: Params, counts):
   log-sum-exp path instead, exact for any scores; under vmap both paths are computed.
   The CLS token, when present, is one more entry with count 1 in every string.
   The plain model only: under the last query or position tables f depends on order.
+
+  Args:
+    params: plain parameters (CLS query, no position tables), per token or per token group.
+    counts: count vectors c (..., G), each with a positive entry.
+
+  Returns:
+    (...,) outputs f_θ.
+
+  Raises:
+    ValueError: for the last-token query or position tables.
+
+  Example:
+    >>> params = {"alpha": jnp.log(jnp.array([2.0, 1.0])), "beta": jnp.array([1.0, -1.0])}
+    >>> counts = jnp.array([[1.0, 1.0], [1.0, 2.0]])
+    >>> np.round(np.asarray(lj.forward_counts(params, counts)), 6).tolist()  # 1/3 and 0/4
+    [0.333333, 0.0]
+    >>> shifted = dict(params, alpha=params["alpha"] + 100.0)  # f is shift invariant
+    >>> np.round(np.asarray(lj.forward_counts(shifted, counts)), 6).tolist()
+    [0.333333, 0.0]
   """
   if not layout(params).plain:
     raise ValueError("forward_counts computes the plain model (CLS query, no position tables); "
@@ -290,8 +539,28 @@ def forward_counts(params: Params, counts):
 
 def forward_tokens(params: Params, tokens, mask):
   """f_θ on padded token batches (..., n_max) with boolean mask (True = real token), real
-  tokens first. Under the last query the scores are α[c, ·] and α_cls[c], c the last real
-  token; the position tables add to the first and the last real token (docs/theory.md §2b)."""
+  tokens first (docs/theory.md §2). Under the last query the scores are α[c, ·] and
+  α_cls[c], c the last real token; the position tables add to the first and the last real
+  token (§2b).
+
+  Args:
+    params: a parameter dict of the direct model, any Layout.
+    tokens: (..., n_max) ints in {0, …, d-1}.
+    mask: (..., n_max) bool, True at real tokens.
+
+  Returns:
+    (...,) outputs f_θ(w).
+
+  Example:
+    >>> params = {"alpha": jnp.log(jnp.array([2.0, 1.0])), "beta": jnp.array([1.0, -1.0])}
+    >>> tokens = jnp.array([[0, 1, 0], [0, 1, 1]])  # 01 and 011: counts (1, 1) and (1, 2)
+    >>> mask = jnp.array([[True, True, False], [True, True, True]])
+    >>> np.round(np.asarray(lj.forward_tokens(params, tokens, mask)), 6).tolist()
+    [0.333333, 0.0]
+    >>> params = dict(lj.init_params(2, positions="first_last"), beta_first=jnp.array([1.0, 0.0]))
+    >>> np.round(np.asarray(lj.forward_tokens(params, tokens, mask)), 6).tolist()  # β^F_0 = 1
+    [0.5, 0.333333]
+  """
   tokens, mask = jnp.asarray(tokens), jnp.asarray(mask)
   cls_logit, cls_value = _cls_entry(params)
   if layout(params).query == "last":
@@ -312,7 +581,24 @@ def forward_tokens(params: Params, tokens, mask):
 
 def attention_margin(params: Params, letters=(0,)):
   """min_{a∈L} α_a - max_{σ∉L} α_σ, the lead of the letters' scores (docs/theory.md §2);
-  α_a - max_{σ≠a} α_σ for one letter a. NaN when L is empty."""
+  α_a - max_{σ≠a} α_σ for one letter a. NaN when L is empty.
+
+  Args:
+    params: a parameter dict of the direct model (α of shape (..., d)).
+    letters: the letters L, an int or a sequence (the language's ``margin_letters()``).
+
+  Returns:
+    The margin, a scalar (or one per leading index of α).
+
+  Example:
+    >>> params = {"alpha": jnp.array([2.0, 0.5, 1.0]), "beta": jnp.zeros(3)}
+    >>> float(lj.models.direct.attention_margin(params, 0))  # 2 - max(0.5, 1)
+    1.0
+    >>> float(lj.models.direct.attention_margin(params, (0, 2)))  # min(2, 1) - 0.5
+    0.5
+    >>> float(lj.models.direct.attention_margin(params, ()))
+    nan
+  """
   alpha = params["alpha"]
   letters = (letters,) if isinstance(letters, int) else tuple(letters)
   if not letters:

@@ -26,12 +26,39 @@ def _sinusoidal_positions(params, config, mask):
 
 
 def last_index(present):
-  """Index of the last real position of each row (0 for an empty row)."""
+  """Index of the last real position of each row: where the last-token query of
+  docs/theory.md §2b reads. An empty row gives L - 1; its callers mask such rows.
+
+  Args:
+    present: (..., L) bool, True at real positions.
+
+  Returns:
+    (...,) int indices.
+
+  Example:
+    >>> present = jnp.array([[True, True, False], [False, False, False]])
+    >>> lj.models.positions.last_index(present).tolist()
+    [1, 2]
+  """
   return present.shape[-1] - 1 - jnp.argmax(present[..., ::-1], axis=-1)
 
 
 def first_last_flags(mask):
-  """(..., L, 2) floats: 1 at the first and at the last real token (all 0 in an empty row)."""
+  """(..., L, 2) floats: 1 at the first and at the last real token (all 0 in an empty row).
+  The "first_last" markers of docs/theory.md §2 and the table indicators 1{i = 1},
+  1{i = n} of §2b.
+
+  Args:
+    mask: (..., L) bool, True at real tokens.
+
+  Returns:
+    (..., L, 2) float64 flags (first, last); a string of length 1 gets both.
+
+  Example:
+    >>> flags = lj.models.positions.first_last_flags(jnp.array([True, True, True, False]))
+    >>> flags.tolist()
+    [[1.0, 0.0], [0.0, 0.0], [0.0, 1.0], [0.0, 0.0]]
+  """
   first = jnp.argmax(mask, axis=-1)
   last = last_index(mask)
   anything = mask.any(-1, keepdims=True)

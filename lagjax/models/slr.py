@@ -22,9 +22,24 @@ GROUPS = {"kappa": "attention", "nu": "output"}
 
 
 def init(key, m: int, scale: float = 0.1) -> Params:
-  """κ and ν, each scale · N(0, I_m).
+  """κ and ν, each scale · N(0, I_m): the SLR model's init (docs/theory.md §7).
 
   scale = 0 is allowed: unlike the KQV form, zero is not a saddle here (∂f/∂ν ≠ 0).
+
+  Args:
+    key: PRNG key.
+    m: the token width, >= 1.
+    scale: the standard deviation, finite and >= 0.
+
+  Returns:
+    {"kappa": κ (m,), "nu": ν (m,)}.
+
+  Example:
+    >>> params = lj.models.slr.init(jax.random.PRNGKey(0), 2, scale=0.0)
+    >>> inputs = jnp.array([[1.0, 0.0], [0.0, 1.0]])  # two tokens
+    >>> grad = jax.grad(lambda p: lj.models.slr.apply(p, inputs))(params)
+    >>> grad["nu"].tolist()  # at κ = 0, ∂f/∂ν is the mean token
+    [0.5, 0.5]
   """
   validation.require_float64("lj.models.slr.init")
   validation.check_int("SLR width m", m, 1)
@@ -40,7 +55,8 @@ def _init(key, m, scale):
 
 
 def apply(params: Params, inputs, mask=None):
-  """Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩ over real positions, for inputs X (..., L, m).
+  """f(X) = Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩ over real positions, for inputs X (..., L, m)
+  (docs/theory.md §7).
 
   Args:
     params: {"kappa": κ (m,), "nu": ν (m,)}.
@@ -49,6 +65,12 @@ def apply(params: Params, inputs, mask=None):
 
   Returns:
     (...,) outputs; 0 for a row with no real position.
+
+  Example:
+    >>> params = {"kappa": jnp.array([jnp.log(3.0), 0.0]), "nu": jnp.array([1.0, -1.0])}
+    >>> inputs = jnp.array([[1.0, 0.0], [0.0, 1.0]])  # softmax weights (3/4, 1/4)
+    >>> round(float(lj.models.slr.apply(params, inputs)), 6)  # 3/4 - 1/4
+    0.5
   """
   validation.require_float64("lj.models.slr.apply")
   if not isinstance(params, dict) or set(params) != set(GROUPS):

@@ -12,6 +12,7 @@ CLS query and a scalar output, f is the direct model f_θ of section 2 with
 α_σ = (e_cls W_Q)·(E_σ W_K)/√k and β_σ = E_σ W_V W_O readout (`to_direct`).
 
 Two parameterisations (`TransformerConfig.attention`):
+
 - "kqv" (default): the products above from a small random init (zero is a saddle);
 - "direct": the (α, β) analogue of the theory, from zero. Each head has a score
   map u_h ("scores": a vector (m,) with the CLS query, s_hl = x_l·u_h; a matrix
@@ -70,7 +71,7 @@ def _check_choice(name: str, value, allowed) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig:
-  """Shape and options of the single-layer transformer.
+  """Shape and options of the single-layer transformer of docs/theory.md §2.
 
   Attributes:
     vocab: alphabet size d (tokens 0..d-1).
@@ -91,6 +92,18 @@ class TransformerConfig:
       (current ⊕ previous, docs/theory.md section 7, ICL bigram).
     attention: "kqv" (W_Q, W_K, W_V, W_O, readout from a small init) or "direct"
       (per-head score and value maps from zero, the theory's (α, β) analogue).
+
+  Example:
+    >>> TransformerConfig = lj.models.transformer.TransformerConfig
+    >>> config = TransformerConfig(vocab=3)
+    >>> config.token_dim, config.dim  # one-hot: a dim per token and one for CLS
+    (4, 4)
+    >>> TransformerConfig(vocab=3, previous_token=True, positional="first_last").dim  # 4+4+2
+    10
+    >>> TransformerConfig(vocab=3, width=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: TransformerConfig width must be ... >= 4...
   """
 
   vocab: int
@@ -147,7 +160,24 @@ def _check_config(config) -> None:
 
 
 def param_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
-  """Shapes of the trainable parameters for `config`."""
+  """Shapes of the trainable parameters for `config` (docs/theory.md §2): H heads, stream
+  width m, key width k.
+
+  Args:
+    config: the model's TransformerConfig.
+
+  Returns:
+    {name: shape}; the keys are those of the config's parameterisation (and "pos" for
+    learned positions).
+
+  Example:
+    >>> TransformerConfig = lj.models.transformer.TransformerConfig
+    >>> lj.models.transformer.param_shapes(TransformerConfig(vocab=3))  # m = k = 4
+    {'W_Q': (1, 4, 4), 'W_K': (1, 4, 4), 'W_V': (1, 4, 4), 'W_O': (1, 4, 4), 'readout': (4,)}
+    >>> lj.models.transformer.param_shapes(
+    ...     TransformerConfig(vocab=3, heads=2, query="last", attention="direct"))
+    {'scores': (2, 4, 4), 'values': (2, 4, 1)}
+  """
   _check_config(config)
   m, k, heads = config.dim, config.head_key_dim, config.heads
   if config.attention == "direct":
@@ -163,7 +193,8 @@ def param_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
 
 
 def init(key, config: TransformerConfig, scale: float = 0.1) -> tuple[Params, dict]:
-  """Small random init (zero is a saddle, as for the KQV form of section 2).
+  """Small random init (zero is a saddle, as for the KQV form of docs/theory.md §2). The
+  "direct" parameterisation starts at zero instead, whatever the scale.
 
   Args:
     key: PRNG key.
@@ -171,8 +202,20 @@ def init(key, config: TransformerConfig, scale: float = 0.1) -> tuple[Params, di
     scale: standard deviation of every trainable entry.
 
   Returns:
-    (params, fixed): params as in `param_shapes`; fixed {"E": (vocab, token_dim),
-    "e_cls": (token_dim,)}, one-hot (e_cls the extra dim) or N(0, 1/token_dim).
+    The pair (params, fixed). params has the shapes of `param_shapes`; fixed is
+    {"E": (vocab, token_dim), "e_cls": (token_dim,)}, one-hot (e_cls the extra dim) or
+    N(0, 1/token_dim).
+
+  Example:
+    >>> config = lj.models.transformer.TransformerConfig(
+    ...     vocab=2, positional="first_last", attention="direct")
+    >>> params, fixed = lj.models.transformer.init(jax.random.PRNGKey(0), config)
+    >>> {name: value.shape for name, value in params.items()}  # m = 3 + 2 marker dims
+    {'scores': (1, 5), 'values': (1, 5, 1)}
+    >>> float(np.abs(np.asarray(params["scores"])).max())  # from zero, like θ0 = 0
+    0.0
+    >>> fixed["E"].tolist(), fixed["e_cls"].tolist()
+    ([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], [0.0, 0.0, 1.0])
   """
   validation.require_float64("lj.models.transformer.init")
   _check_config(config)
@@ -213,7 +256,8 @@ def _check_params(params, config) -> None:
 
 
 def embed(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=None):
-  """The stream x (..., L, m) and the CLS embedding (m,).
+  """The stream x (..., L, m) and the CLS embedding (m,) of docs/theory.md §2:
+  x_l = E[w_l] (⊕ E[w_{l-1}]) + p_l.
 
   Args:
     params, fixed: from `init`.
@@ -224,7 +268,17 @@ def embed(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=N
       Positions are array indices, so padding belongs at the end.
 
   Returns:
-    (x, x_cls). Padded positions carry no token content.
+    The pair (x, x_cls). Padded positions carry no token content.
+
+  Example:
+    >>> config = lj.models.transformer.TransformerConfig(
+    ...     vocab=2, positional="first_last", attention="direct")
+    >>> params, fixed = lj.models.transformer.init(jax.random.PRNGKey(0), config)
+    >>> x, x_cls = lj.models.transformer.embed(params, fixed, config, jnp.array([0, 1, 1]))
+    >>> x.tolist()  # one-hot E[w_l], then the first and last flags
+    [[1.0, 0.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0, 1.0]]
+    >>> x_cls.tolist()
+    [0.0, 0.0, 1.0, 0.0, 0.0]
   """
   tokens, mask = _check_inputs(config, tokens, mask)
   return _embed(params, fixed, config, tokens, mask)
@@ -281,7 +335,7 @@ def _embed(params, fixed, config, tokens, mask):
 
 def apply(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=None,
           multiplicity=None):
-  """The model's output at the query position.
+  """The model's output at the query position, f(w) of docs/theory.md §2.
 
   Args:
     params, fixed: from `init`.
@@ -297,6 +351,17 @@ def apply(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=N
   Returns:
     (...,) scalars when config.outputs == 1, else (..., outputs) logits. A row
     with no real token (and no attended CLS) gives 0.
+
+  Example:
+    >>> config = lj.models.transformer.TransformerConfig(
+    ...     vocab=2, positional="first_last", attention="direct")
+    >>> params, fixed = lj.models.transformer.init(jax.random.PRNGKey(0), config)
+    >>> values = jnp.zeros((1, 5, 1)).at[0, :2, 0].set(jnp.array([1.0, -1.0]))  # β = (1, -1)
+    >>> tokens = jnp.array([[0, 0, 1], [1, 1, 0]])  # 001 and 11
+    >>> mask = jnp.array([[True, True, True], [True, True, False]])
+    >>> f = lj.models.transformer.apply(dict(params, values=values), fixed, config, tokens, mask)
+    >>> np.round(np.asarray(f), 6).tolist()  # zero scores: uniform over the tokens and CLS
+    [0.25, -0.666667]
   """
   validation.require_float64("lj.models.transformer.apply")
   _check_config(config)
@@ -468,11 +533,35 @@ def _apply_stream(params, fixed, config, tokens, present, multiplicity=None):
 
 
 def to_direct(params: Params, fixed: dict, config: TransformerConfig) -> Params:
-  """The (α, β) (and α_cls, β_cls when cls) of lagjax.model realizing the same f.
+  """The (α, β) (and α_cls, β_cls when cls) of the direct model (lagjax.models.direct)
+  realizing the same f.
 
   Needs one head, no positional information, no previous-token features, the
   CLS query and a scalar output (any fixed embedding, one-hot or random):
   α_σ = (e_cls W_Q)·(E_σ W_K)/√k and β_σ = E_σ W_V W_O readout (docs/theory.md section 2).
+
+  Args:
+    params, fixed: from `init`.
+    config: the model's TransformerConfig.
+
+  Returns:
+    The direct model's parameters {"alpha": (vocab,), "beta": (vocab,)}, with "alpha_cls"
+    and "beta_cls" when config.cls.
+
+  Raises:
+    ValueError: naming the first option that rules out the reduction.
+
+  Example:
+    >>> config = lj.models.transformer.TransformerConfig(vocab=2)
+    >>> params, fixed = lj.models.transformer.init(jax.random.PRNGKey(0), config)
+    >>> direct = lj.models.transformer.to_direct(params, fixed, config)
+    >>> sorted(direct)
+    ['alpha', 'alpha_cls', 'beta', 'beta_cls']
+    >>> tokens = jnp.array([[0, 0, 1], [1, 1, 0]])
+    >>> mask = jnp.array([[True, True, True], [True, True, False]])
+    >>> f = lj.models.transformer.apply(params, fixed, config, tokens, mask)
+    >>> bool(np.allclose(f, lj.forward_tokens(direct, tokens, mask), rtol=0, atol=1e-12))
+    True
   """
   _check_config(config)
   _check_params(params, config)

@@ -29,11 +29,31 @@ TASKS = {
 
 
 def get_task(name: str, **options) -> Task:
-  """Builds the task registered as `name` from keyword options.
+  """Builds the task of docs/theory.md §7 registered as `name` in TASKS.
+
+  Args:
+    name: one of "occurrence", "or", "and", "even_pairs", "icl_bigram", "slr".
+    **options: the keyword options of that task's factory (e.g. d, letters, length,
+      max_len, loss for the languages of §1); those left out take the factory's defaults.
+
+  Returns:
+    The Task; ``task.options`` holds the resolved options, so
+    ``get_task(name, **task.options)`` rebuilds it.
 
   Raises:
     ValueError: for an unknown name (listing the known ones), an unknown option
       (listing the task's options) or an invalid option value (naming it).
+
+  Example:
+    >>> task = lj.tasks.get_task("occurrence", d=4, max_len=8)
+    >>> task.kind, task.input_dim, task.max_len, task.metric_name
+    ('classification', 4, 8, 'accuracy')
+    >>> task.length  # the balanced geometric law of §1: p = 1/(d-1)
+    Geometric(p=0.333...)
+    >>> lj.tasks.get_task("occurrence", width=8)
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown option(s) ['width'] for task 'occurrence'; its options: [...].
   """
   validation.require_float64("lj.tasks.get_task")
   if name not in TASKS:

@@ -22,13 +22,28 @@ DEFAULT_LENGTH = lengths_lib.Geometric(0.05)
 
 
 def even_pairs_label(tokens, mask):
-  """y = +1 iff the number of adjacent unequal pairs in the unpadded string is even."""
+  """y = +1 iff the number of adjacent unequal pairs in the unpadded string is even, that is
+  iff w_1 = w_n (docs/theory.md §7).
+
+  Args:
+    tokens: (..., L) tokens in {0, 1}, real tokens first.
+    mask: (..., L) bool, True at real tokens.
+
+  Returns:
+    (...,) float labels ±1.
+
+  Example:
+    >>> tokens = jnp.array([[0, 1, 1, 0], [0, 1, 1, 0]])
+    >>> mask = jnp.array([[True, True, True, True], [True, True, True, False]])
+    >>> lj.tasks.even_pairs.even_pairs_label(tokens, mask).tolist()  # 0110 and 011
+    [1.0, -1.0]
+  """
   changes = (tokens[..., 1:] != tokens[..., :-1]) & mask[..., 1:]
   return jnp.where(jnp.sum(changes, axis=-1) % 2 == 0, 1.0, -1.0)
 
 
 def even_pairs_task(*, length=None, max_len=None, loss: str = "squared") -> base.Task:
-  """Even pairs over Σ = {0, 1}.
+  """Even pairs over Σ = {0, 1} (docs/theory.md §7): y = +1 iff w_1 = w_n.
 
   Args:
     length: length law; None for Geometric(0.05).
@@ -37,6 +52,16 @@ def even_pairs_task(*, length=None, max_len=None, loss: str = "squared") -> base
 
   Returns:
     A classification Task with token inputs (vocabulary 2).
+
+  Example:
+    >>> task = lj.tasks.even_pairs.even_pairs_task(max_len=8)
+    >>> batch = task.sample(jax.random.PRNGKey(0), 16)
+    >>> inputs, n = np.asarray(batch.inputs), np.asarray(batch.lengths)
+    >>> first, last = inputs[:, 0], inputs[np.arange(16), n - 1]
+    >>> bool(np.all((np.asarray(batch.targets) == 1) == (first == last)))
+    True
+    >>> lj.tasks.even_pairs.even_pairs_task().max_len  # 0.95^N <= 1e-3 under Geometric(0.05)
+    135
   """
   length = DEFAULT_LENGTH if length is None else base.check_length(length)
   max_len = base.check_max_len(max_len, length)

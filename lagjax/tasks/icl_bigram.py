@@ -25,7 +25,8 @@ from lagjax.tasks import base
 
 
 def bayes_bigram(tokens, mask, k: int):
-  """Add-one-smoothed in-context bigram (c_ij + 1)/(c_i + k) at i = the last token.
+  """Add-one-smoothed in-context bigram (c_ij + 1)/(c_i + k) at i = the last token: the Bayes
+  predictor of the next token (docs/theory.md §7).
 
   Args:
     tokens: (..., L) ints in {0, …, k-1}.
@@ -34,6 +35,11 @@ def bayes_bigram(tokens, mask, k: int):
 
   Returns:
     (..., k) probabilities of the next token, summing to 1.
+
+  Example:
+    >>> q = lj.tasks.bayes_bigram(jnp.array([0, 0, 0, 1, 0]), jnp.ones(5, bool), 2)
+    >>> np.round(np.asarray(q), 6).tolist()  # from 0: 0→0 twice, 0→1 once; ((2+1)/5, (1+1)/5)
+    [0.6, 0.4]
   """
   tokens = jnp.asarray(tokens)
   mask = jnp.asarray(mask, dtype=bool)
@@ -46,10 +52,24 @@ def bayes_bigram(tokens, mask, k: int):
 
 
 def embed_current_previous(tokens, mask, k: int):
-  """Input features one_hot(x_t) ⊕ one_hot(x_{t-1}) (zero previous at t = 1), (..., L, 2k).
+  """Input features one_hot(x_t) ⊕ one_hot(x_{t-1}) (zero previous at t = 1) of
+  docs/theory.md §7.
 
   Padded positions embed to zero. With this embedding one attention layer can
   count the transitions out of the last token.
+
+  Args:
+    tokens: (..., L) ints in {0, …, k-1}.
+    mask: (..., L) bool, True at real tokens, real tokens first.
+    k: number of token types.
+
+  Returns:
+    (..., L, 2k) floats: current one-hot, then previous one-hot.
+
+  Example:
+    >>> x = lj.tasks.embed_current_previous(jnp.array([1, 0, 1]), jnp.array([True, True, False]), 2)
+    >>> x.tolist()
+    [[0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
   """
   mask = jnp.asarray(mask, dtype=bool)
   current = jax.nn.one_hot(tokens, k) * mask[..., None]
@@ -58,7 +78,7 @@ def embed_current_previous(tokens, mask, k: int):
 
 
 def icl_bigram_task(*, k: int = 50, length=None, max_len=None) -> base.Task:
-  """In-context bigram on k tokens.
+  """In-context bigram on k tokens (docs/theory.md §7).
 
   Args:
     k: number of token types, >= 2.
@@ -67,8 +87,17 @@ def icl_bigram_task(*, k: int = 50, length=None, max_len=None) -> base.Task:
     max_len: static padded length; None for the smallest N with P(n > N) <= 1e-3.
 
   Returns:
-    A next_token Task: token inputs (B, max_len), targets x_{n+1} (B,), outputs
+    A next_token Task with token inputs (B, max_len), targets x_{n+1} (B,) and outputs
     k logits per sequence.
+
+  Example:
+    >>> task = lj.tasks.icl_bigram.icl_bigram_task(k=3, max_len=6)
+    >>> task.n_outputs, task.metric_name
+    (3, 'kl_to_bayes')
+    >>> batch = task.sample(jax.random.PRNGKey(0), 4)
+    >>> bayes_logits = jnp.log(lj.tasks.bayes_bigram(batch.inputs, batch.mask, 3))
+    >>> round(float(task.metric(bayes_logits, batch)["kl_to_bayes"]), 6)  # KL(q ‖ q)
+    0.0
   """
   k = base.check_int("k", k, 2)
   length = lengths_lib.Geometric(1.0 / (2 * k)) if length is None else base.check_length(length)

@@ -3,9 +3,11 @@
 Strings w over Σ = {0, …, d-1}: n ~ L (conditioned on n <= max_len, see
 lagjax/tasks/base.py), then tokens iid π. Labels come from the lagjax.data.languages
 label functions:
-  occurrence(a): y = +1 iff a ∈ w;
-  or  (any_of L): y = +1 iff some letter of L occurs;
-  and (all_of L): y = +1 iff every letter of L occurs.
+
+- occurrence(a): y = +1 iff a ∈ w;
+- or (any_of L): y = +1 iff some letter of L occurs;
+- and (all_of L): y = +1 iff every letter of L occurs.
+
 By default d = 50, π is uniform and L is the balanced geometric law
 (P(y = +1) = 1/2 before truncation; truncation at the default max_len moves
 it by at most DEFAULT_TAIL).
@@ -71,7 +73,7 @@ def _letters_option(name: str, letters: tuple[int, ...]) -> dict:
 
 def occurrence_task(*, d: int = 50, letter: int = 0, pi=None, length=None, max_len=None,
                     loss: str = "squared") -> base.Task:
-  """Occurrence: y = +1 iff `letter` ∈ w.
+  """Occurrence: y = +1 iff `letter` ∈ w (docs/theory.md §1, §7).
 
   Args:
     d: alphabet size, >= 2.
@@ -82,7 +84,17 @@ def occurrence_task(*, d: int = 50, letter: int = 0, pi=None, length=None, max_l
     loss: "squared" (½(f - y)²) or "logistic".
 
   Returns:
-    A classification Task with token inputs.
+    A classification Task with token inputs; ``extras["language"]`` is the Language of §1.
+
+  Example:
+    >>> task = lj.tasks.occurrence.occurrence_task(d=4, max_len=6)
+    >>> batch = task.sample(jax.random.PRNGKey(0), 8)
+    >>> has_letter = np.any((np.asarray(batch.inputs) == 0) & np.asarray(batch.mask), axis=-1)
+    >>> bool(np.all((np.asarray(batch.targets) == 1) == has_letter))
+    True
+    >>> task = lj.tasks.occurrence.occurrence_task()  # d = 50, p = 1/(d-1)
+    >>> task.max_len, round(float(task.extras["language"].positive_rate()), 6)
+    (336, 0.5)
   """
   return _language_task("occurrence", lambda d, letters, **kw: occurrence_family.occurrence(
       d, letters[0], **kw), d, (letter,), pi, length, max_len, loss)
@@ -90,14 +102,49 @@ def occurrence_task(*, d: int = 50, letter: int = 0, pi=None, length=None, max_l
 
 def or_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=None,
             max_len=None, loss: str = "squared") -> base.Task:
-  """OR: y = +1 iff some letter of `letters` occurs; options as occurrence_task."""
+  """OR: y = +1 iff some letter of `letters` occurs (docs/theory.md §1, §7).
+
+  Args:
+    d: alphabet size, >= 2.
+    letters: the letters L, in {0, …, d-1}.
+    pi: token law π (d probabilities); None for uniform.
+    length: length law; None for the balanced geometric law p = π_L / (1 - π_L).
+    max_len: static padded length; None for the smallest N with P(n > N) <= 1e-3.
+    loss: "squared" (½(f - y)²) or "logistic".
+
+  Returns:
+    A classification Task with token inputs; ``extras["language"]`` is the Language of §1.
+
+  Example:
+    >>> task = lj.tasks.occurrence.or_task()  # d = 50, two letters: p = 2/(d-2)
+    >>> round(task.length.p, 6), task.max_len
+    (0.041667, 163)
+  """
   return _language_task("or", occurrence_family.any_of, d, letters, pi, length, max_len, loss)
 
 
 def and_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=None,
              max_len=None, loss: str = "squared") -> base.Task:
-  """AND: y = +1 iff every letter of `letters` occurs; options as occurrence_task.
+  """AND: y = +1 iff every letter of `letters` occurs (docs/theory.md §1, §7).
 
   The balanced geometric p is found by bisection (p ≈ 0.0113 at d = 50, two letters).
+
+  Args:
+    d: alphabet size, >= 2.
+    letters: the letters L, in {0, …, d-1}.
+    pi: token law π (d probabilities); None for uniform.
+    length: length law; None for the balanced geometric law.
+    max_len: static padded length; None for the smallest N with P(n > N) <= 1e-3.
+    loss: "squared" (½(f - y)²) or "logistic".
+
+  Returns:
+    A classification Task with token inputs; ``extras["language"]`` is the Language of §1.
+
+  Example:
+    >>> task = lj.tasks.occurrence.and_task()
+    >>> round(task.length.p, 7), task.max_len
+    (0.011323, 607)
+    >>> round(float(task.extras["language"].positive_rate()), 9)
+    0.5
   """
   return _language_task("and", occurrence_family.all_of, d, letters, pi, length, max_len, loss)

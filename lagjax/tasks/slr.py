@@ -24,7 +24,23 @@ DEFAULT_LENGTH = lengths_lib.Fixed(10)
 
 
 def orthonormal_directions(m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-  """Unit vectors k* ⊥ v* in R^m from Gaussian draws and one Gram-Schmidt step."""
+  """Unit vectors k* ⊥ v* in R^m from Gaussian draws and one Gram-Schmidt step
+  (docs/theory.md §7).
+
+  Args:
+    m: the width, >= 2.
+    seed: the NumPy seed that fixes both.
+
+  Returns:
+    (k*, v*), two (m,) float64 arrays.
+
+  Example:
+    >>> k_star, v_star = lj.tasks.slr.orthonormal_directions(5, seed=0)
+    >>> round(float(k_star @ k_star), 12), round(float(v_star @ v_star), 12)
+    (1.0, 1.0)
+    >>> abs(float(k_star @ v_star)) < 1e-12
+    True
+  """
   k_draw, v_draw = np.random.default_rng(seed).standard_normal((2, m))
   k_star = k_draw / np.linalg.norm(k_draw)
   v_star = v_draw - (v_draw @ k_star) * k_star
@@ -33,7 +49,7 @@ def orthonormal_directions(m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def slr_task(*, m: int = 50, length=None, max_len=None, gamma: float = 1.0,
              noise_std: float = 0.1, seed: int = 0) -> base.Task:
-  """Single-location regression in width m.
+  """Single-location regression in width m (docs/theory.md §7).
 
   Args:
     m: token width, >= 2 (k* ⊥ v* needs two dimensions).
@@ -46,7 +62,16 @@ def slr_task(*, m: int = 50, length=None, max_len=None, gamma: float = 1.0,
 
   Returns:
     A regression Task with feature inputs (B, max_len, m); Batch.info["location"]
-    holds J (0-based).
+    holds J (0-based), and ``extras`` holds k* and v*.
+
+  Example:
+    >>> task = lj.tasks.slr.slr_task(m=4, noise_std=0.0)  # Fixed(10): max_len 10
+    >>> batch = task.sample(jax.random.PRNGKey(0), 3)
+    >>> batch.inputs.shape
+    (3, 10, 4)
+    >>> signal = np.asarray(batch.inputs)[np.arange(3), batch.info["location"]]  # X_J
+    >>> bool(np.allclose(signal @ task.extras["v_star"], batch.targets))  # y = ⟨X_J, v*⟩
+    True
   """
   m = base.check_int("m", m, 2)
   length = DEFAULT_LENGTH if length is None else base.check_length(length)
