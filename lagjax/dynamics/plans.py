@@ -47,17 +47,39 @@ _TRAINS = {"attention": (True, False), "output": (False, True), "both": (True, T
 
 @dataclasses.dataclass(frozen=True)
 class Population:
-  """Objective: the exact population risk by a named route ("auto", "laplace", "lattice")."""
+  """Objective: the exact population risk R(θ) of §3, by a named route.
+
+  Attributes:
+    route: "auto" or a route of lagjax.risk.ROUTES: "laplace" (§3a), "lattice" (§3b),
+      "transfer" (§3d), ...
+
+  Example:
+    >>> lj.plans.Population()
+    Population(route='auto')
+    >>> lj.plans.Phase("output", 0.5, 3, objective=lj.plans.Population("laplace")).objective
+    Population(route='laplace')
+  """
 
   route: str = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
 class Empirical:
-  """Objective: the empirical risk of `n_samples` fresh strings drawn for this phase.
+  """Objective: the empirical risk of N = `n_samples` fresh strings drawn for this phase (§5).
 
   batch_size None is full-batch GD on the sample; otherwise minibatch SGD with
   batches drawn uniformly with replacement at every step.
+
+  Attributes:
+    n_samples: N, the strings drawn for the phase (>= 1).
+    batch_size: None (full batch) or the minibatch size (>= 1).
+
+  Example:
+    >>> objective = lj.plans.Empirical(100, batch_size=10)
+    >>> objective.n_samples, objective.batch_size
+    (100, 10)
+    >>> lj.plans.joint(0.5, 20, objective=objective).phases[0].objective
+    Empirical(n_samples=100, batch_size=10)
   """
 
   n_samples: int
@@ -71,14 +93,21 @@ class Empirical:
 
 @dataclasses.dataclass(frozen=True)
 class Phase:
-  """One phase of a plan.
+  """One phase of a plan (§5): `steps` steps of size η on one parameter group.
 
   Attributes:
-    group: "attention", "output" or "both".
-    eta: step size, a non-negative finite number or an optax schedule of the phase step.
+    group: "attention" (α), "output" (β) or "both".
+    eta: step size η, a non-negative finite number or an optax schedule of the phase step.
     steps: number of steps (>= 1).
     optimizer: optax factory called as optimizer(learning_rate); default optax.sgd.
     objective: Population() (default) or Empirical(n_samples, batch_size).
+
+  Example:
+    >>> phase = lj.plans.Phase("output", eta=0.5, steps=3)
+    >>> phase.trains("attention"), phase.trains("output")
+    (False, True)
+    >>> phase.eta, phase.steps, phase.objective
+    (0.5, 3, Population(route='auto'))
   """
 
   group: str
@@ -107,17 +136,40 @@ class Phase:
 
 
 class PlanState(NamedTuple):
+  """The optimizer state of a plan's transformation (§5): the global step and each slot's state.
+
+  Each slot keeps its own optimizer state, so schedules and Adam moments are phase-local.
+
+  Attributes:
+    count: the global step t, a scalar int64 (the number of updates so far).
+    inner: one optax state per slot.
+
+  Example:
+    >>> plan = lj.plans.three_phase(1.0, 1.0, 1.0, 2)
+    >>> labels = lambda p: lj.models.group_labels(lj.models.direct.GROUPS, p)
+    >>> state = plan.transformation(labels).init({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)})
+    >>> int(state.count), len(state.inner)
+    (0, 3)
+  """
+
   count: jax.Array
   inner: tuple
 
 
 class PlanData(NamedTuple):
-  """A plan's arrays, one entry per slot (traceable and vmappable).
+  """A plan's arrays, one entry per slot (traceable and vmappable; "plans as data", §5).
 
   Attributes:
-    lengths: (S,) steps of each slot (0 for a padding slot).
+    lengths: (S,) steps L_i of each slot (0 for a padding slot).
     etas: (S,) step size of each slot (ignored where the slot has a schedule).
     trains: (S, 2) whether each slot trains the attention and the output group.
+
+  Example:
+    >>> data = lj.plans.three_phase(1.0, 2.0, 3.0, 5).data(num_slots=4)
+    >>> data.lengths.tolist(), data.etas.tolist()
+    ([1, 1, 5, 0], [1.0, 2.0, 3.0, 0.0])
+    >>> data.trains.tolist()
+    [[False, True], [True, False], [False, True], [False, False]]
   """
 
   lengths: jax.Array
@@ -127,7 +179,21 @@ class PlanData(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class Slot:
-  """The static part of a phase: what changes the compiled program."""
+  """The static part of a phase (§5): what changes the compiled program.
+
+  Attributes:
+    optimizer: the phase's optax factory.
+    schedule: the phase's optax schedule, or None for a constant step size (in PlanData).
+    objective: Population() or Empirical(n_samples, batch_size).
+
+  Example:
+    >>> slot, = lj.plans.joint(0.5, 3).slots()
+    >>> slot.schedule is None, slot.objective
+    (True, Population(route='auto'))
+    >>> # Step sizes and lengths are data, so these two plans share one compilation.
+    >>> lj.plans.joint(0.5, 3).slots() == lj.plans.joint(2.0, 10).slots()
+    True
+  """
 
   optimizer: Callable = optax.sgd
   schedule: Callable | None = None
@@ -135,9 +201,22 @@ class Slot:
 
 
 def phase_index(step, lengths):
-  """Index of the slot active at global `step` for slot lengths (S,) (clipped to the last).
+  """Index of the slot active at global `step`: phase(t) = #{i : t ≥ L_1 + … + L_i} (§5).
 
-  Zero-length slots are never active: searchsorted passes over equal boundaries.
+  Clipped to the last slot. Zero-length slots are never active: searchsorted passes over
+  equal boundaries.
+
+  Args:
+    step: the global step t (an int, or an int array of steps, possibly traced).
+    lengths: (S,) slot lengths L_i.
+
+  Returns:
+    The index of the active slot, an int array of the shape of `step`.
+
+  Example:
+    >>> # Slot 1 has length 0 and is skipped; steps past the total stay in the last slot.
+    >>> lj.plans.phase_index(jnp.arange(6), [1, 0, 3]).tolist()
+    [0, 2, 2, 2, 2, 2]
   """
   ends = jnp.cumsum(jnp.asarray(lengths))
   return jnp.minimum(jnp.searchsorted(ends, step, side="right"), ends.shape[0] - 1)
@@ -145,7 +224,20 @@ def phase_index(step, lengths):
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-  """A named sequence of phases."""
+  """A named sequence of phases (§5).
+
+  Attributes:
+    phases: the phases, run in order (at least one).
+    name: the plan's name ("custom" unless built from the registry).
+
+  Example:
+    >>> plan = lj.plans.Plan((lj.plans.Phase("output", 0.5, 2),
+    ...                       lj.plans.Phase("attention", 1.0, 3)), "mine")
+    >>> plan.total_steps, plan.boundaries.tolist()
+    (5, [0, 2, 5])
+    >>> int(plan.phase_index(2)), plan.etas.tolist()
+    (1, [0.5, 1.0])
+  """
 
   phases: tuple[Phase, ...]
   name: str = "custom"
@@ -159,6 +251,7 @@ class Plan:
 
   @property
   def total_steps(self) -> int:
+    """The plan's total T = L_1 + … + L_n."""
     return sum(p.steps for p in self.phases)
 
   @property
@@ -193,6 +286,9 @@ class Plan:
     Args:
       num_slots: number of slots (default: the number of phases).
       etas: optional (#phases,) step sizes replacing the constant ones (may be traced).
+
+    Returns:
+      PlanData with S = num_slots entries.
     """
     padding = _num_slots(self, num_slots) - len(self.phases)
     etas = np.nan_to_num(self.etas) if etas is None else etas
@@ -208,6 +304,9 @@ class Plan:
       labels: params -> {name: "attention" | "output"} (a model's declared groups, e.g.
         functools.partial(lagjax.models.group_labels, lagjax.models.direct.GROUPS)).
       etas: optional (#phases,) step sizes replacing the constant ones (may be traced).
+
+    Returns:
+      The optax.GradientTransformation of `transformation` for this plan.
     """
     return transformation(self.slots(), self.data(etas=etas), labels)
 
@@ -223,7 +322,35 @@ def _num_slots(plan: Plan, num_slots: int | None) -> int:
 
 def transformation(slots: Sequence[Slot], data: PlanData,
                    labels: Callable) -> optax.GradientTransformation:
-  """A plan given as static slots and (possibly traced) arrays, as one optax transformation."""
+  """A plan given as static slots and (possibly traced) arrays, as one optax transformation (§5).
+
+  At global step t the active slot i = phase(t) is picked with `lax.switch`; its optimizer
+  (built with learning rate 1) runs on the gradient masked to the slot's groups, and the
+  direction is scaled by η_i (or the slot's schedule at the phase's own step) and masked
+  again. For optimizers built as chain(..., scale_by_learning_rate(η)) this equals the
+  optimizer run with learning rate η.
+
+  Args:
+    slots: the static slots (Plan.slots(num_slots)).
+    data: the plan's arrays (Plan.data(num_slots)), with one entry per slot.
+    labels: params -> {name: "attention" | "output"} (a model's declared groups).
+
+  Returns:
+    An optax.GradientTransformation whose state is a PlanState.
+
+  Example:
+    >>> plan = lj.plans.three_phase(0.5, 2.0, 0.5, 1)
+    >>> labels = lambda p: lj.models.group_labels(lj.models.direct.GROUPS, p)
+    >>> tx = lj.plans.transformation(plan.slots(), plan.data(), labels)
+    >>> grads = {"alpha": jnp.ones(2), "beta": jnp.ones(2)}
+    >>> state = tx.init(grads)
+    >>> # Step 0 is the output phase (η1 = 0.5), step 1 the attention phase (η2 = 2).
+    >>> for _ in range(2):
+    ...   updates, state = tx.update(grads, state)
+    ...   print(updates["alpha"].tolist(), updates["beta"].tolist())
+    [0.0, 0.0] [-0.5, -0.5]
+    [-2.0, -2.0] [0.0, 0.0]
+  """
   directions = [slot.optimizer(learning_rate=1.0) for slot in slots]
   starts = jnp.concatenate([jnp.zeros(1, jnp.asarray(data.lengths).dtype),
                             jnp.cumsum(data.lengths)])
@@ -263,10 +390,23 @@ def transformation(slots: Sequence[Slot], data: PlanData,
 
 @dataclasses.dataclass(frozen=True)
 class PlanSpec:
-  """A named plan: the group of each phase and the step-size name feeding it.
+  """A named plan of the registry (§5): the group of each phase and the step-size name feeding it.
 
   Every phase but the last lasts `phase_steps` (default one step each); the last
   lasts `steps`. Calling the spec with the step sizes then `steps` builds the plan.
+
+  Attributes:
+    name: the registry name (a key of PLANS).
+    groups: the group of each phase.
+    eta_names: the step-size name of each phase ("eta", "eta1", …).
+
+  Example:
+    >>> spec = lj.plans.get_plan("three_phase")
+    >>> spec.step_sizes
+    ('eta1', 'eta2', 'eta3')
+    >>> plan = spec(50.0, 2500.0, 1.0, 300)
+    >>> [(p.group, p.eta, p.steps) for p in plan.phases]
+    [('output', 50.0, 1), ('attention', 2500.0, 1), ('output', 1.0, 300)]
   """
 
   name: str
@@ -289,6 +429,9 @@ class PlanSpec:
       phase_steps: lengths of the phases before the last (default 1 each).
       objectives: optional objective of each phase (else phase_options' or Population()).
       **phase_options: Phase fields shared by every phase (optimizer, objective).
+
+    Returns:
+      The Plan, named after the spec.
     """
     if not isinstance(etas, Mapping):
       etas = list(etas)
@@ -328,35 +471,151 @@ PLANS: dict[str, PlanSpec] = {spec.name: spec for spec in (
 
 
 def get_plan(name: str) -> PlanSpec:
-  """The registered plan `name`; an unknown name lists the known ones."""
+  """The registered plan `name` (the registry of §5); an unknown name lists the known ones.
+
+  Args:
+    name: "joint", "three_phase", "attention_first", "output_only" or "attention_only".
+
+  Returns:
+    Its PlanSpec.
+
+  Raises:
+    ValueError: for an unknown name.
+
+  Example:
+    >>> lj.plans.get_plan("joint")
+    PlanSpec(name='joint', groups=('both',), eta_names=('eta',))
+    >>> lj.plans.get_plan("attention_first").build({"eta2": 10.0, "eta3": 1.0}, 5).total_steps
+    6
+  """
   validation.check_choice("plan name", name, tuple(PLANS))
   return PLANS[name]
 
 
 def custom(phases, name: str = "custom") -> Plan:
+  """A plan from any sequence of phases (§5), e.g. with its own optimizers or objectives.
+
+  Args:
+    phases: the Phase objects, in order.
+    name: the plan's name.
+
+  Returns:
+    Plan(tuple(phases), name).
+
+  Example:
+    >>> plan = lj.plans.custom([lj.plans.Phase("both", 0.1, 4), lj.plans.Phase("output", 1.0, 2)])
+    >>> plan.name, plan.total_steps
+    ('custom', 6)
+  """
   return Plan(tuple(phases), name)
 
 
 def joint(eta, steps: int, **phase_options) -> Plan:
-  """Both groups, `steps` steps of size eta."""
+  """joint(η, T): both parameter groups, T steps of size η (§5).
+
+  Args:
+    eta: the step size η.
+    steps: T.
+    **phase_options: Phase fields (optimizer, objective).
+
+  Returns:
+    The one-phase Plan "joint".
+
+  Example:
+    >>> plan = lj.plans.joint(0.5, 10)
+    >>> [(p.group, p.eta, p.steps) for p in plan.phases]
+    [('both', 0.5, 10)]
+  """
   return PLANS["joint"].build([eta], steps, **phase_options)
 
 
 def three_phase(eta1, eta2, eta3, steps: int, *, steps1: int = 1, steps2: int = 1,
                 **options) -> Plan:
-  """Output steps1 steps (η1), attention steps2 steps (η2), output `steps` steps (η3)."""
+  """three_phase(η1, η2, η3, T): output, then attention, then T output steps (§5).
+
+  Output steps1 steps with η1, attention steps2 steps with η2, output T steps with η3.
+
+  Args:
+    eta1: η1, the step size of the first output phase.
+    eta2: η2, the step size of the attention phase.
+    eta3: η3, the step size of the last output phase.
+    steps: T, the length of the last output phase.
+    steps1: the length of the first output phase (default 1).
+    steps2: the length of the attention phase (default 1).
+    **options: PlanSpec.build options (objectives) and Phase fields (optimizer, objective).
+
+  Returns:
+    The Plan "three_phase", of steps1 + steps2 + T steps.
+
+  Example:
+    >>> plan = lj.plans.three_phase(50.0, 2500.0, 1.0, 300, steps2=2)
+    >>> [(p.group, p.steps) for p in plan.phases], plan.total_steps
+    ([('output', 1), ('attention', 2), ('output', 300)], 303)
+  """
   return PLANS["three_phase"].build([eta1, eta2, eta3], steps, phase_steps=(steps1, steps2),
                                     **options)
 
 
 def attention_first(eta2, eta3, steps: int, **options) -> Plan:
-  """Attention 1 step (η2, or phase_steps=(k,)), then output `steps` steps (η3)."""
+  """attention_first(η2, η3, T): attention 1 step (η2), then output T steps (η3) (§5).
+
+  phase_steps=(k,) makes the attention phase k steps long. From θ0 = 0 it reduces to
+  output_only shifted by one step: the attention gradient at β = 0 is exactly 0 (§4).
+
+  Args:
+    eta2: the step size of the attention phase.
+    eta3: the step size of the output phase.
+    steps: T, the length of the output phase.
+    **options: PlanSpec.build options (phase_steps, objectives) and Phase fields.
+
+  Returns:
+    The Plan "attention_first".
+
+  Example:
+    >>> plan = lj.plans.attention_first(10.0, 1.0, 5, phase_steps=(3,))
+    >>> [(p.group, p.eta, p.steps) for p in plan.phases]
+    [('attention', 10.0, 3), ('output', 1.0, 5)]
+  """
   return PLANS["attention_first"].build([eta2, eta3], steps, **options)
 
 
 def output_only(eta, steps: int, **phase_options) -> Plan:
+  """output_only(η, T): the output group β alone, T steps of size η (§5).
+
+  From θ0 = 0 it cannot beat the floor of §4: α stays 0.
+
+  Args:
+    eta: the step size η.
+    steps: T.
+    **phase_options: Phase fields (optimizer, objective).
+
+  Returns:
+    The one-phase Plan "output_only".
+
+  Example:
+    >>> plan = lj.plans.output_only(1.0, 10)
+    >>> plan.phases[0].trains("output"), plan.phases[0].trains("attention")
+    (True, False)
+  """
   return PLANS["output_only"].build([eta], steps, **phase_options)
 
 
 def attention_only(eta, steps: int, **phase_options) -> Plan:
+  """attention_only(η, T): the attention group α alone, T steps of size η (§5).
+
+  From θ0 = 0 it never moves: with β = 0 the attention gradient is exactly 0 (§4).
+
+  Args:
+    eta: the step size η.
+    steps: T.
+    **phase_options: Phase fields (optimizer, objective).
+
+  Returns:
+    The one-phase Plan "attention_only".
+
+  Example:
+    >>> plan = lj.plans.attention_only(1.0, 10)
+    >>> plan.phases[0].trains("attention"), plan.phases[0].trains("output")
+    (True, False)
+  """
   return PLANS["attention_only"].build([eta], steps, **phase_options)

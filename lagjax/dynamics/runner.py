@@ -8,6 +8,7 @@ serves every step size, phase length and named plan that share the slots, and
 `vmap` over (key, data) runs seeds and step-size grids together.
 
 What differs between callers is passed in, never branched on here:
+
 - objective(key) -> step_objective(params, step, phase) -> (value, grads):
   built once per run from the run's key (e.g. the samples of each phase; callers
   derive their own subkeys), then evaluated at every step (the exact risk of
@@ -41,7 +42,30 @@ MAX_VALUE = 1e8
 
 
 class Trace(NamedTuple):
-  """A run of the loop: final parameters, records (each (R, ...)), divergence."""
+  """A run of the loop (§5): final parameters, records (each (R, ...)), divergence.
+
+  Attributes:
+    params: the final parameters θ_T, or θ_t of the step t at which the run diverged.
+    records: the record function's arrays, each (R, ...), and "steps" (R,), the step of
+      each record (the state after that many steps).
+    diverged: whether a step broke the divergence rule (scalar bool).
+    diverged_step: the first such step t, or -1.
+
+  Example:
+    >>> # GD with η = 3 on R(β) = ½‖β - 1‖², β ∈ R²: β_t - 1 = -(-2)^t, R(θ_t) = 4^t.
+    >>> labels = lambda p: lj.models.group_labels(lj.models.direct.GROUPS, p)
+    >>> risk = lambda p: 0.5 * jnp.sum((p["beta"] - 1.0) ** 2)
+    >>> objective = lambda key: lambda p, t, phase: jax.value_and_grad(risk)(p)
+    >>> plan = lj.plans.output_only(3.0, 3)
+    >>> run = lj.runner.make_loop(plan.slots(), labels, objective, lambda p: {}, num_steps=3,
+    ...                           max_value=10.0)
+    >>> trace = run({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)}, jax.random.key(0), plan.data())
+    >>> # R(θ_2) = 16 > 10: step 2 is not taken and the run stays at θ_2.
+    >>> bool(trace.diverged), int(trace.diverged_step), trace.params["beta"].tolist()
+    (True, 2, [-3.0, -3.0])
+    >>> trace.records["steps"].tolist()
+    [0, 1, 2, 3]
+  """
 
   params: dict
   records: dict
@@ -50,32 +74,97 @@ class Trace(NamedTuple):
 
 
 def step_is_finite(value, max_value, new_params):
-  """The divergence rule: a step counts when its objective is finite and <= max_value and
-  every new parameter is finite."""
+  """The divergence rule of §5: whether the step from θ_t to θ_{t+1} is taken.
+
+  A step counts when its objective is finite and <= max_value and every new parameter
+  is finite.
+
+  Args:
+    value: the step's objective R(θ_t), a scalar.
+    max_value: the cap (MAX_VALUE = 1e8 by default in every caller).
+    new_params: θ_{t+1}, any pytree of arrays.
+
+  Returns:
+    A scalar bool array, True when the step is taken.
+
+  Example:
+    >>> beta = {"beta": jnp.ones(2)}
+    >>> bool(lj.runner.step_is_finite(1.0, 1e8, beta))
+    True
+    >>> bool(lj.runner.step_is_finite(2e8, 1e8, beta))
+    False
+    >>> bool(lj.runner.step_is_finite(1.0, 1e8, {"beta": jnp.array([1.0, jnp.nan])}))
+    False
+  """
   return jnp.isfinite(value) & (value <= max_value) & jnp.all(jnp.array(
       [jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(new_params)]))
 
 
 def guard_divergence(value, max_value, proposed, current, t):
-  """(params, state, diverged, diverged_step) after a step: the proposed (params, state)
-  if the objective is finite and <= max_value and the new params are finite, else the
-  current ones, with the run marked diverged at step t."""
+  """(params, state, diverged, diverged_step) after step t, by the divergence rule of §5.
+
+  The proposed (params, state) if the objective is finite and <= max_value and the new
+  params are finite, else the current ones, with the run marked diverged at step t.
+
+  Args:
+    value: the step's objective R(θ_t).
+    max_value: the cap.
+    proposed: (θ_{t+1}, optimizer state after the step).
+    current: (θ_t, optimizer state before the step).
+    t: the step.
+
+  Returns:
+    The tuple (params, state, diverged, diverged_step) of the kept pair, a scalar bool,
+    and t or -1.
+
+  Example:
+    >>> current = ({"beta": jnp.zeros(2)}, 0)
+    >>> proposed = ({"beta": jnp.full(2, 0.5)}, 1)
+    >>> params, state, diverged, step = lj.runner.guard_divergence(1.0, 1e8, proposed, current, 7)
+    >>> params["beta"].tolist(), int(state), bool(diverged), int(step)
+    ([0.5, 0.5], 1, False, -1)
+    >>> params, state, diverged, step = lj.runner.guard_divergence(jnp.inf, 1e8, proposed,
+    ...                                                            current, 7)
+    >>> params["beta"].tolist(), int(state), bool(diverged), int(step)
+    ([0.0, 0.0], 0, True, 7)
+  """
   finite = step_is_finite(value, max_value, proposed[0])
   keep = jax.tree_util.tree_map(lambda new, old: jnp.where(finite, new, old), proposed, current)
   return (*keep, ~finite, jnp.where(finite, -1, t))
 
 
 def locate_divergence(records: dict, steps, total: int, state_at, max_value, iterations: int):
-  """(diverged, diverged_step) of records computed without stepping (closed forms), by the
-  same rule as guard_divergence: the first step t < total whose state θ_t fails
-  step_is_finite (its risk, and θ_t in place of the new parameters).
+  """(diverged, diverged_step) of records computed without stepping (closed forms, §5).
 
-  records: {"risk": (R,), "alpha": (R, ·), "beta": (R, ·)} at steps (R,), rising to total;
-  state_at(t) -> (risk, alpha, beta) gives the exact state at any step t. The first
+  By the same rule as guard_divergence: the first step t < total whose state θ_t fails
+  step_is_finite (its risk, and θ_t in place of the new parameters). The first
   failing record brackets t* between two records, and `iterations` bisection steps on
   state_at locate it: the first failing step whenever the rule, once failed, keeps
   failing up to that record (a diverging phase crosses the cap along its growing
   direction). The state at `total` is judged by no step, as in the loop.
+
+  Args:
+    records: {"risk": (R,), "alpha": (R, ·), "beta": (R, ·)} at `steps`.
+    steps: (R,) record steps, rising to total.
+    total: the run's length T.
+    state_at: t -> (risk, alpha, beta), the exact state at any step t.
+    max_value: the cap.
+    iterations: bisection steps (log2 of the widest gap between records suffices).
+
+  Returns:
+    The tuple (diverged, diverged_step) of a scalar bool and the step t* or -1.
+
+  Example:
+    >>> # β_t = 2^t with risk 4^t, which first exceeds the cap 100 at t = 4 (4^3 = 64).
+    >>> state_at = lambda t: (4.0 ** t, jnp.zeros(1), 2.0 ** t * jnp.ones(1))
+    >>> steps = jnp.array([0, 6, 8])  # the records bracket t* in (0, 6]
+    >>> records = {"risk": 4.0 ** steps, "alpha": jnp.zeros((3, 1)),
+    ...            "beta": 2.0 ** steps[:, None]}
+    >>> # Jitted, as inside the closed forms (run eagerly, the bisection loop is slow).
+    >>> locate = jax.jit(lj.runner.locate_divergence, static_argnums=(2, 3, 4, 5))
+    >>> diverged, step = locate(records, steps, 8, state_at, 100.0, 3)
+    >>> bool(diverged), int(step)
+    (True, 4)
   """
   def bad(risk, alpha, beta):
     return ~step_is_finite(risk, max_value, (alpha, beta))
@@ -97,26 +186,78 @@ def locate_divergence(records: dict, steps, total: int, state_at, max_value, ite
 
 
 def num_records(num_steps: int, record_every: int) -> int:
-  """Records of a num_steps loop: every record_every steps from 0, and the end."""
+  """The number of records of a num_steps loop (§5): every record_every steps from 0, and the end.
+
+  Args:
+    num_steps: the loop's length T.
+    record_every: the record spacing k.
+
+  Returns:
+    ⌈T/k⌉ + 1, the length of every(T, k).
+
+  Example:
+    >>> lj.runner.num_records(10, 3)  # steps 0, 3, 6, 9 and 10
+    5
+  """
   return -(-num_steps // record_every) + 1
 
 
 def every(num_steps: int, record_every: int) -> np.ndarray:
-  """The record grid 0, k, 2k, …, and num_steps (k = record_every)."""
+  """The record grid 0, k, 2k, …, and num_steps (k = record_every; §5).
+
+  Args:
+    num_steps: the loop's length T.
+    record_every: the record spacing k.
+
+  Returns:
+    (num_records(T, k),) int steps, the last one T.
+
+  Example:
+    >>> lj.runner.every(10, 3).tolist()
+    [0, 3, 6, 9, 10]
+  """
   return np.minimum(np.arange(num_records(num_steps, record_every)) * record_every, num_steps)
 
 
 def record_grid(total_steps: int, num_records: int) -> np.ndarray:
-  """The engines' record grid (lagjax/dynamics/engines.py): round(k T / K) for k = 0…K
-  (uniform, for the lag metrics) joined with round(T^(k/(K-1))) for k = 0…K-1 (geometric,
-  for risk curves on a log axis); sorted, unique."""
+  """The engines' record grid (§5b): {round(kT/K) : k = 0…K} ∪ {round(T^{k/(K-1)}) : k = 0…K-1}.
+
+  The uniform part for the lag metrics (§6), the geometric part for risk curves on a log
+  axis (lagjax/dynamics/engines.py); sorted, unique.
+
+  Args:
+    total_steps: T.
+    num_records: K.
+
+  Returns:
+    The sorted unique int64 record steps, from 0 to T.
+
+  Example:
+    >>> lj.runner.record_grid(100, 4).tolist()  # uniform 0, 25, …, 100; geometric 1, 5, 22, 100
+    [0, 1, 5, 22, 25, 50, 75, 100]
+  """
   uniform = np.round(np.linspace(0, total_steps, num_records + 1))
   geometric = np.round(np.geomspace(1, total_steps, num_records))
   return np.unique(np.concatenate([uniform, geometric])).astype(np.int64)
 
 
 def uniform_records(total_steps: int, num_records: int) -> np.ndarray:
-  """Mask of the uniformly spaced records among record_grid(total_steps, num_records)."""
+  """Mask of the uniformly spaced records round(kT/K) among record_grid(T, K) (§5b).
+
+  The lag gap of §6 is a plain mean over records, a time average only on these.
+
+  Args:
+    total_steps: T.
+    num_records: K.
+
+  Returns:
+    A bool array of the length of record_grid(T, K).
+
+  Example:
+    >>> grid = lj.runner.record_grid(100, 4)
+    >>> grid[lj.runner.uniform_records(100, 4)].tolist()
+    [0, 25, 50, 75, 100]
+  """
   uniform = np.round(np.linspace(0, total_steps, num_records + 1)).astype(np.int64)
   return np.isin(record_grid(total_steps, num_records), uniform)
 
@@ -125,7 +266,9 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
               record: Callable, *, num_steps: int, record_every: int = 1, record_steps=None,
               max_value: float = MAX_VALUE, constrain: Callable | None = None,
               always_step: bool = False) -> Callable:
-  """Builds run(params0, key, data) -> Trace (not jitted: jit or vmap it).
+  """The one training loop of §5: builds run(params0, key, data) -> Trace.
+
+  run is not jitted: jit or vmap it (over keys and stacked PlanData for seeds and grids).
 
   Args:
     slots: the plan's static slots (plans.Plan.slots(num_slots)).
@@ -144,6 +287,24 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
       runs both branches on operands batched over runs; selecting instead leaves what
       depends only on (key, step) unbatched, so runs that share a key share it
       (task_train.make_grid_runner: one minibatch per key and step for all its plans).
+
+  Returns:
+    run(params0, key, data) -> Trace, the whole plan in one lax.scan with the plan's arrays
+    (data, a PlanData) traced, so one compilation serves every step size and phase length.
+
+  Example:
+    >>> # Output GD with η = 1/2 on R(β) = ½‖β - 1‖² from β = 0: β_t = 1 - 2^-t.
+    >>> labels = lambda p: lj.models.group_labels(lj.models.direct.GROUPS, p)
+    >>> risk = lambda p: 0.5 * jnp.sum((p["beta"] - 1.0) ** 2)
+    >>> objective = lambda key: lambda p, t, phase: jax.value_and_grad(risk)(p)
+    >>> record = lambda p: {"beta": p["beta"][0]}
+    >>> plan = lj.plans.output_only(0.5, 3)
+    >>> run = lj.runner.make_loop(plan.slots(), labels, objective, record, num_steps=3)
+    >>> trace = run({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)}, jax.random.key(0), plan.data())
+    >>> trace.records["steps"].tolist(), trace.records["beta"].tolist()
+    ([0, 1, 2, 3], [0.0, 0.5, 0.75, 0.875])
+    >>> bool(trace.diverged), int(trace.diverged_step)
+    (False, -1)
   """
   grid = every(num_steps, record_every) if record_steps is None else np.asarray(record_steps)
   if grid[0] != 0 or grid[-1] != num_steps or np.any(np.diff(grid) < 0):

@@ -28,7 +28,30 @@ from lagjax.dynamics import metrics, plans, runner
                    meta_fields=["metric_name"])
 @dataclasses.dataclass(frozen=True)
 class TaskRun:
-  """Records at `steps`: held-out loss and headline metric, flattened group parameters."""
+  """A task run's records at `steps` (§7): held-out loss and metric, flattened groups.
+
+  Under vmap every array gets the leading axes of the runs (seeds, plans).
+
+  Attributes:
+    steps: (R,) record steps (the state after that many steps).
+    test_loss: (R,) loss on the fixed held-out batch.
+    test_metric: (R,) the task's headline metric on it (`metric_name`).
+    attention: (R, P_α) the attention group's parameters, flattened.
+    output: (R, P_β) the output group's parameters, flattened.
+    diverged: whether the run diverged (§5).
+    diverged_step: the step at which it did, or -1.
+    metric_name: the name of the headline metric ("accuracy", ...).
+
+  Example:
+    >>> # β moves at step 1, α at step 2: r_β = (0, 1, 1), r_α = (0, 0, 1), gap 1/3 (§6).
+    >>> run = lj.task_train.TaskRun(
+    ...     steps=np.arange(3), test_loss=np.zeros(3), test_metric=np.ones(3),
+    ...     attention=np.array([[0.0], [0.0], [1.0]]), output=np.array([[0.0], [1.0], [1.0]]),
+    ...     diverged=np.array(False), diverged_step=np.array(-1))
+    >>> lag = jax.jit(lj.task_train.TaskRun.lag)(run)  # a pytree: jit it (cheaper than eager)
+    >>> round(float(lag.lag_gap), 6), int(lag.half_time_alpha), int(lag.half_time_beta)
+    (0.333333, 2, 1)
+  """
 
   steps: jax.Array
   test_loss: jax.Array
@@ -52,15 +75,39 @@ def _flatten(params, labels, group: str):
 def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, num_steps: int,
                      batch_size: int = 64, record_every: int = 10, test_size: int = 2048,
                      max_loss: float = runner.MAX_VALUE):
-  """Builds run(key, data) -> TaskRun for one slot structure (jit and vmap it).
+  """Builds run(key, data) -> TaskRun for one slot structure (jit and vmap it; §5, §7).
+
+  Each step t draws a fresh minibatch of the task from the run's key and t (online SGD on
+  the population) and applies the plan through the one loop of lagjax.dynamics.runner.
+  The key also draws the model's init and the held-out batch.
 
   Args:
     task: a lagjax.tasks Task.
     model: the Model to train.
     slots: the plan's static slots (plans.Plan.slots(num_slots)).
     num_steps: scan length, at least the total steps of every plan run through it.
-    batch_size, record_every, test_size: minibatch size, record spacing, held-out size.
+    batch_size: the minibatch size of each step.
+    record_every: the record spacing (records every this many steps and at the end).
+    test_size: the size of the held-out batch.
     max_loss: a training loss above this marks the run diverged.
+
+  Returns:
+    run(key, data) -> TaskRun for data a PlanData, with R = num_records(num_steps,
+    record_every) records.
+
+  Example:
+    >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
+    >>> model = lj.models.Model(
+    ...     lambda key: (lj.init_params(3), {}),
+    ...     lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
+    ...     lj.models.direct.GROUPS)
+    >>> plan = lj.plans.joint(1.0, 2)
+    >>> run = lj.task_train.make_task_runner(task, model, plan.slots(), num_steps=2,
+    ...                                      batch_size=4, record_every=1, test_size=8)
+    >>> # The records' shapes, traced without compiling (train_task runs one).
+    >>> shapes = jax.eval_shape(run, jax.random.key(0), plan.data())
+    >>> shapes.test_loss.shape, shapes.attention.shape, shapes.output.shape
+    ((3,), (3, 3), (3, 3))
   """
   if not isinstance(model, models.Model):
     raise ValueError(f"model must be a lagjax.models.Model; got {type(model).__name__}.")
@@ -102,22 +149,76 @@ def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, 
 
 
 def make_batched_runner(task, model: models.Model, slots: Sequence[plans.Slot], **options):
-  """jit(vmap(run)) over keys (R,) and plan data (R, ...) (stack PlanData rows).
+  """jit(vmap(run)) over keys (R,) and plan data (R, ...) (stack PlanData rows; §5, §7).
 
   One compilation per R serves every step size, phase length and plan with these
   slots, so a validation sweep over plans x η x seeds is a single call.
+
+  Args:
+    task: a lagjax.tasks Task.
+    model: the Model to train.
+    slots: the plans' shared static slots.
+    **options: make_task_runner's keyword arguments (num_steps, batch_size, ...).
+
+  Returns:
+    runs(keys (R,), data (R, ...)) -> TaskRun with a leading axis R.
+
+  Example:
+    >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
+    >>> model = lj.models.Model(
+    ...     lambda key: (lj.init_params(3), {}),
+    ...     lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
+    ...     lj.models.direct.GROUPS)
+    >>> # Two step sizes of one plan: stack their PlanData rows, one row per run.
+    >>> plans = [lj.plans.output_only(eta, 2) for eta in (0.5, 1.0)]
+    >>> data = jax.tree_util.tree_map(lambda *rows: jnp.stack(rows), *(p.data() for p in plans))
+    >>> data.etas.tolist(), data.lengths.tolist()
+    ([[0.5], [1.0]], [[2], [2]])
+    >>> runs = lj.task_train.make_batched_runner(task, model, plans[0].slots(), num_steps=2,
+    ...                                          batch_size=4, record_every=2, test_size=8)
+    >>> # One call runs both; their shapes, traced without compiling (train_task runs one).
+    >>> shapes = jax.eval_shape(runs, jax.random.split(jax.random.key(0), 2), data)
+    >>> shapes.test_loss.shape, shapes.output.shape
+    ((2, 2), (2, 2, 3))
   """
   return jax.jit(jax.vmap(make_task_runner(task, model, slots, **options)))
 
 
 def make_grid_runner(task, model: models.Model, slots: Sequence[plans.Slot], **options):
-  """jit of runs[s, c] = run(keys[s], data[c]) over keys (S,) and plan data (C, ...).
+  """jit of runs[s, c] = run(keys[s], data[c]) over keys (S,) and plan data (C, ...) (§5, §7).
 
   The C plans of one key see the same init, minibatches and held-out batch (common random
   numbers), and each of them is computed once: under the inner vmap over plans the key is
   not batched, so neither is anything drawn from it. Where sampling a batch costs more than
   the model's step (long padded strings, count forms), this runs C plans at close to the
-  cost of one. Returns a TaskRun with leading axes (S, C).
+  cost of one.
+
+  Args:
+    task: a lagjax.tasks Task.
+    model: the Model to train.
+    slots: the plans' shared static slots.
+    **options: make_task_runner's keyword arguments (num_steps, batch_size, ...).
+
+  Returns:
+    runs(keys (S,), data (C, ...)) -> TaskRun with leading axes (S, C).
+
+  Example:
+    >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
+    >>> model = lj.models.Model(
+    ...     lambda key: (lj.init_params(3), {}),
+    ...     lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
+    ...     lj.models.direct.GROUPS)
+    >>> # C = 2 plans with the same slots (one optimizer and objective each), S = 3 seeds.
+    >>> plans = [lj.plans.joint(0.5, 2), lj.plans.attention_only(0.5, 2)]
+    >>> plans[0].slots() == plans[1].slots()
+    True
+    >>> data = jax.tree_util.tree_map(lambda *rows: jnp.stack(rows), *(p.data() for p in plans))
+    >>> runs = lj.task_train.make_grid_runner(task, model, plans[0].slots(), num_steps=2,
+    ...                                       batch_size=4, record_every=2, test_size=8)
+    >>> # Records of shape (S, C, R, ...), traced without compiling (train_task runs one).
+    >>> shapes = jax.eval_shape(runs, jax.random.split(jax.random.key(0), 3), data)
+    >>> shapes.test_loss.shape, shapes.attention.shape
+    ((3, 2, 2), (3, 2, 2, 3))
   """
   over_plans = jax.vmap(make_task_runner(task, model, slots, **options), in_axes=(None, 0))
   return jax.jit(jax.vmap(over_plans, in_axes=(0, None)))
@@ -125,7 +226,35 @@ def make_grid_runner(task, model: models.Model, slots: Sequence[plans.Slot], **o
 
 def train_task(task, model: models.Model, plan: plans.Plan, key, *, num_seeds: int = 1,
                **options) -> TaskRun:
-  """Runs `plan` on `task` for num_seeds seeds (vmapped); every array gets a seed axis."""
+  """Runs `plan` on `task` for num_seeds seeds (vmapped; §5, §7); every array gets a seed axis.
+
+  Args:
+    task: a lagjax.tasks Task.
+    model: the Model to train.
+    plan: the Plan (a lagjax.dynamics.plans.Plan).
+    key: the PRNG key; seed s runs on split(key, num_seeds)[s].
+    num_seeds: the number of seeds S.
+    **options: make_task_runner's keyword arguments (batch_size, record_every, ...).
+
+  Returns:
+    A TaskRun with a leading seed axis S.
+
+  Example:
+    >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
+    >>> model = lj.models.Model(
+    ...     lambda key: (lj.init_params(3), {}),
+    ...     lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
+    ...     lj.models.direct.GROUPS)
+    >>> run = lj.task_train.train_task(task, model, lj.plans.joint(1.0, 2), jax.random.key(0),
+    ...                                num_seeds=2, batch_size=4, record_every=1, test_size=8)
+    >>> run.steps.tolist()
+    [[0, 1, 2], [0, 1, 2]]
+    >>> run.attention.shape, run.diverged.tolist()
+    ((2, 3, 3), [False, False])
+    >>> # At θ0 = 0 the output f is 0, so the squared loss ½(f - y)² is ½ on every string.
+    >>> np.round(np.asarray(run.test_loss[:, 0]), 6).tolist()
+    [0.5, 0.5]
+  """
   if not isinstance(plan, plans.Plan):
     raise ValueError(f"plan must be a lj.plans.Plan; got {type(plan).__name__}.")
   validation.check_int("num_seeds", num_seeds, 1, integral_floats=True)

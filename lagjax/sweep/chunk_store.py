@@ -1,7 +1,8 @@
 """The on-disk store of a sweep's finished chunks: one .npz file per chunk, written atomically.
 
-A chunk (g, c) is the c-th slice of rows of static group g (lagjax/sweep/run.py). Its
-file holds the table rows it covers ("rows") and the outputs computed for them.
+A chunk (g, c) is the c-th slice of rows of static group g of a sweep (lagjax/sweep/run.py,
+docs/theory.md section 5b). Its file holds the table rows it covers ("rows") and the
+outputs computed for them.
 Each file is written under a temporary name and renamed into place, so a killed
 sweep leaves only whole chunks and a restarted one finds every finished chunk
 with `has` and skips it.
@@ -23,6 +24,22 @@ def save_atomically(path: str, arrays: dict) -> None:
   A Ctrl-C during the write is held until the file is in place and raised then: raised
   inside numpy's zip writer it surfaced as a ValueError from the half-closed zip, and the
   binary exited with a traceback instead of its one-line interrupt message.
+
+  Args:
+    path: the file to write (an .npz name).
+    arrays: {name: array}, saved by np.savez (the sweep's chunk outputs, §5b).
+
+  Raises:
+    KeyboardInterrupt: after the file is in place, if Ctrl-C came during the write.
+
+  Example:
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...   path = os.path.join(folder, "chunk.npz")
+    ...   lj.sweep.chunk_store.save_atomically(path, {"rows": np.arange(3)})
+    ...   with np.load(path) as stored:
+    ...     print(os.listdir(folder), stored["rows"].tolist())
+    ['chunk.npz'] [0, 1, 2]
   """
   temporary = f"{path}.tmp-{os.getpid()}.npz"
   held = []
@@ -42,13 +59,33 @@ FINISHED = re.compile(r"group\d{3}_chunk\d{6}\.npz")   # the names ChunkStore.pa
 
 
 class ChunkStore:
-  """Chunk files under workdir/chunks, named by group and chunk index."""
+  """Chunk files under workdir/chunks, named by group and chunk index (the sweep of §5b).
+
+  Args:
+    workdir: the sweep's working folder; workdir/chunks is created if missing.
+
+  Attributes:
+    folder: workdir/chunks.
+
+  Example:
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as workdir:
+    ...   store = lj.sweep.chunk_store.ChunkStore(workdir)
+    ...   print(store.has(0, 0), store.count_finished())
+    ...   store.save(0, 0, {"rows": np.arange(4), "final_risk": np.full(4, 0.5)})
+    ...   print(store.has(0, 0), store.count_finished(), store.load(0, 0)["rows"].tolist())
+    ...   print(os.path.basename(store.path(0, 0)))
+    False 0
+    True 1 [0, 1, 2, 3]
+    group000_chunk000000.npz
+  """
 
   def __init__(self, workdir: str):
     self.folder = os.path.join(workdir, "chunks")
     os.makedirs(self.folder, exist_ok=True)
 
   def path(self, group: int, chunk: int) -> str:
+    """The file of chunk `chunk` of group `group`: folder/groupGGG_chunkCCCCCC.npz."""
     return os.path.join(self.folder, f"group{group:03d}_chunk{chunk:06d}.npz")
 
   def count_finished(self) -> int:
@@ -56,11 +93,14 @@ class ChunkStore:
     return sum(1 for name in os.listdir(self.folder) if FINISHED.fullmatch(name))
 
   def has(self, group: int, chunk: int) -> bool:
+    """Whether the chunk is finished (its file is in place)."""
     return os.path.exists(self.path(group, chunk))
 
   def save(self, group: int, chunk: int, arrays: dict) -> None:
+    """Writes the chunk's arrays atomically (save_atomically)."""
     save_atomically(self.path(group, chunk), arrays)
 
   def load(self, group: int, chunk: int) -> dict[str, np.ndarray]:
+    """The chunk's arrays, read into memory."""
     with np.load(self.path(group, chunk)) as stored:
       return {name: stored[name] for name in stored.files}  # each access re-reads the zip

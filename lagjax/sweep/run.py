@@ -49,7 +49,20 @@ ProgressFn = Callable[[int, int], None]
 
 @dataclasses.dataclass(frozen=True)
 class GroupKey:
-  """The static part of a configuration: one compiled evaluator per key."""
+  """The static part of a configuration (plan, d, T, N): one compiled evaluator per key (§5b).
+
+  Attributes:
+    plan: the plan's registry name (plans.PLANS).
+    d: the alphabet size.
+    steps: T, the length of the plan's last phase.
+    n_samples: N for empirical objectives; 0 means population objectives.
+
+  Example:
+    >>> table = lj.sweep.build_table(["joint"], [3, 4], [10], {"eta": [0.5, 1.0]})
+    >>> list(lj.sweep.group_rows(table))
+    [GroupKey(plan='joint', d=3, steps=10, n_samples=0),
+     GroupKey(plan='joint', d=4, steps=10, n_samples=0)]
+  """
 
   plan: str
   d: int
@@ -59,10 +72,31 @@ class GroupKey:
 
 def build_table(plan_names, d_list, steps_list, eta_grids: dict, *, n_samples_list=(0,),
                 seeds=(0,)) -> dict[str, np.ndarray]:
-  """The flattened grid: per plan, the product of d, T, N, seed and the plan's own step sizes.
+  """The flattened sweep grid (§5b): per plan, the product of d, T, N, seed and its step sizes.
 
   Rows are in itertools.product order (the last factor varies fastest). Step
-  sizes a plan does not use are NaN in its rows.
+  sizes a plan does not use are NaN in its rows. Seeds only matter for empirical
+  objectives: with every N = 0 the table has seed 0 alone.
+
+  Args:
+    plan_names: registry names (plans.PLANS).
+    d_list: alphabet sizes d.
+    steps_list: lengths T of the plans' last phases.
+    eta_grids: {step-size name: values} for every name the plans use (ETA_NAMES).
+    n_samples_list: sample sizes N (0: population objectives).
+    seeds: the seeds of empirical runs.
+
+  Returns:
+    A dict of (rows,) arrays, one per column ("plan", "d", "steps", "n_samples", "seed"
+    and ETA_NAMES).
+
+  Example:
+    >>> grids = {"eta1": [1.0, 2.0], "eta2": [10.0], "eta3": [0.5], "eta": [0.5]}
+    >>> table = lj.sweep.build_table(["three_phase", "joint"], [3], [4], grids)
+    >>> table["plan"].tolist()
+    ['three_phase', 'three_phase', 'joint']
+    >>> table["eta1"].tolist(), table["eta"].tolist()
+    ([1.0, 2.0, nan], [nan, nan, 0.5])
   """
   seeds = tuple(seeds) if any(n_samples_list) else (0,)
   columns: dict[str, list] = {k: [] for k in ("plan", "d", "steps", "n_samples", "seed",
@@ -83,7 +117,19 @@ def build_table(plan_names, d_list, steps_list, eta_grids: dict, *, n_samples_li
 
 
 def group_rows(table) -> dict[GroupKey, np.ndarray]:
-  """Row indices of each static group, groups in order of first appearance."""
+  """Row indices of each static group (plan, d, T, N), groups in order of first appearance (§5b).
+
+  Args:
+    table: a sweep table (build_table).
+
+  Returns:
+    A dict from each GroupKey to its (rows,) int row indices, rising.
+
+  Example:
+    >>> table = lj.sweep.build_table(["joint", "output_only"], [3], [10], {"eta": [0.5, 1.0]})
+    >>> {key.plan: rows.tolist() for key, rows in lj.sweep.group_rows(table).items()}
+    {'joint': [0, 1], 'output_only': [2, 3]}
+  """
   names, plan_code = np.unique(table["plan"], return_inverse=True)
   columns = (plan_code.reshape(-1), table["d"], table["steps"], table["n_samples"])
   # One integer per row: its key's distinct-value indices read as a mixed-radix number.
@@ -99,14 +145,43 @@ def group_rows(table) -> dict[GroupKey, np.ndarray]:
 
 
 def make_plan(name: str, steps: int, n_samples: int = 0) -> plans.Plan:
-  """The named plan with placeholder step sizes (the sweep passes the real ones)."""
+  """The named plan with placeholder step sizes (the sweep passes the real ones; §5).
+
+  Args:
+    name: the plan's registry name.
+    steps: T, the length of its last phase.
+    n_samples: N for Empirical(N) objectives in every phase; 0 for Population().
+
+  Returns:
+    The Plan, every step size 1.0.
+
+  Example:
+    >>> plan = lj.sweep.make_plan("three_phase", 10, n_samples=100)
+    >>> plan.total_steps, plan.etas.tolist()
+    (12, [1.0, 1.0, 1.0])
+    >>> plan.phases[0].objective
+    Empirical(n_samples=100, batch_size=None)
+  """
   objective = plans.Empirical(n_samples) if n_samples else plans.Population()
   spec = plans.get_plan(name)
   return spec.build([1.0] * len(spec.step_sizes), steps, objective=objective)
 
 
 class Evaluator(NamedTuple):
-  """evaluate(etas (P,), seed) -> dict of OUTPUTS and "risk_path" (R,) at record_steps (R,)."""
+  """One static group's evaluator (§5b): evaluate(etas, seed) on the engines' record grid.
+
+  Attributes:
+    evaluate: (etas (P,), seed) -> dict of OUTPUTS and "risk_path" (R,) at record_steps;
+      jittable and vmappable.
+    engine: the engine's name, "closed_form" or "steps" (lagjax/dynamics/engines.py).
+    record_steps: (R,) the record grid, runner.record_grid(T, K).
+
+  Example:
+    >>> key = lj.sweep.GroupKey("output_only", d=3, steps=2, n_samples=0)
+    >>> evaluator = lj.sweep.make_evaluator(lj.occurrence(3), key, num_records=2)
+    >>> evaluator.engine, evaluator.record_steps.tolist()
+    ('closed_form', [0, 1, 2])
+  """
 
   evaluate: Callable
   engine: str  # the engine's name (lagjax/dynamics/engines.py)
@@ -116,9 +191,33 @@ class Evaluator(NamedTuple):
 def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squared",
                    route: str = "auto", num_records: int = 64,
                    max_risk: float = runner.MAX_VALUE) -> Evaluator:
-  """The evaluator of one static group, through the engine contract (lagjax/dynamics/engines.py):
-  the closed form where it supports the plan, else the step-by-step loop. Both give a
-  Trajectory on the same record grid; the summary reads it the same way."""
+  """The evaluator of one static group, through the engine contract of §5b.
+
+  The closed form where it supports the plan, else the step-by-step loop
+  (lagjax/dynamics/engines.py). Both give a Trajectory on the same record grid; the
+  summary reads it the same way: the final risk, the 0-1 error, the margin (§2), the lag
+  gap over the uniform records (§6) and the divergence (§5).
+
+  Args:
+    lang: the language (§1b) of the group's d.
+    key: the group's GroupKey.
+    loss: "squared" or "logistic".
+    route: the risk route ("auto", "laplace", "lattice", ...; §3).
+    num_records: K of the record grid.
+    max_risk: the divergence cap.
+
+  Returns:
+    An Evaluator.
+
+  Example:
+    >>> key = lj.sweep.GroupKey("output_only", d=3, steps=2, n_samples=0)
+    >>> evaluator = lj.sweep.make_evaluator(lj.occurrence(3), key, num_records=2)
+    >>> out = jax.jit(evaluator.evaluate)(jnp.array([1.0]), 0)
+    >>> # R(θ0 = 0) = ½ E y² = ½, then output GD lowers the risk.
+    >>> path = out["risk_path"]
+    >>> round(float(path[0]), 6), bool(path[2] < path[1] < path[0]), bool(out["diverged"])
+    (0.5, True, False)
+  """
   evaluation = engines.build(lang, make_plan(key.plan, key.steps, key.n_samples), loss=loss,
                              route=route, num_records=num_records, max_risk=max_risk)
   error_report, _ = error_lib.best_route(lang, evaluation.partition)
@@ -136,7 +235,7 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
 
 
 def chunked(evaluate: Callable, batch_size: int, devices) -> Callable:
-  """jit of evaluate over a chunk (C, P) of step sizes and (C,) seeds.
+  """jit of evaluate over a chunk (C, P) of step sizes and (C,) seeds (the sweep of §5b).
 
   The chunk is split into #devices contiguous slices, one per device
   (jax.shard_map); on each device lax.map walks its slice in vmapped batches of
@@ -144,6 +243,23 @@ def chunked(evaluate: Callable, batch_size: int, devices) -> Callable:
   configurations is memory-bound). run(etas, seeds) dispatches the computation and
   returns a function that waits for it and returns host arrays, so the host work
   of one chunk overlaps the computation of the next.
+
+  Args:
+    evaluate: (etas (P,), seed) -> dict of arrays (Evaluator.evaluate).
+    batch_size: configurations per vmapped batch on a device.
+    devices: the devices to shard over; a chunk's length C must be a multiple of their
+      number (run_sweep pads chunks to a multiple of #devices x batch_size).
+
+  Returns:
+    run(etas (C, P), seeds (C,)) -> wait, where wait() returns a dict of (C, ...) host
+    arrays.
+
+  Example:
+    >>> evaluate = lambda etas, seed: {"sum": etas.sum() + seed}
+    >>> run = lj.sweep.chunked(evaluate, 2, jax.local_devices()[:1])
+    >>> wait = run(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0, 10], np.uint32))
+    >>> wait()["sum"].tolist()
+    [3.0, 17.0]
   """
   mesh = Mesh(np.asarray(devices), ("devices",))
   split = PartitionSpec("devices")
@@ -175,17 +291,54 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
               batch_size: int = 32, num_records: int = 64, max_risk: float = runner.MAX_VALUE,
               path_rows=None, progress: ProgressFn | None = None, process_index: int = 0,
               process_count: int = 1, devices=None, wait_timeout: float = 3600.0) -> dict | None:
-  """Evaluates every row of `table`, persisting each finished chunk under workdir/chunks.
+  """Evaluates every row of `table`, persisting each finished chunk under workdir/chunks (§5b).
 
-  Returns, on process 0 (None on the others), the input columns plus OUTPUTS,
-  "engine" and "group" (the row's index in group_rows(table)) per row;
-  "record_steps", a list with each group's record steps (R_g,); "path_rows"
-  (K,), the sorted rows whose risk path is kept (`path_rows`, default all: a
-  risk path is 8 bytes per record, which dominates the store); and "risk_path"
-  (K, max R_g), their risk at their group's record steps, NaN-padded past R_g
-  (read them with risk_paths). Chunks already in the store are loaded, not
-  recomputed. progress(done, total) is called before the first chunk and after
-  each chunk.
+  Chunks already in the store are loaded, not recomputed. progress(done, total) is
+  called before the first chunk and after each chunk.
+
+  Args:
+    table: the sweep table (build_table).
+    workdir: the folder of the chunk store (a lagjax.sweep.chunk_store.ChunkStore).
+    make_language: d -> the Language (§1b) of each group.
+    loss: "squared" or "logistic".
+    route: the risk route (§3).
+    chunk_size: rows per chunk (rounded down to a multiple of #devices x batch_size).
+    batch_size: configurations per vmapped batch on a device.
+    num_records: K of the record grid (§5b).
+    max_risk: the divergence cap (§5).
+    path_rows: the rows whose risk path is kept (default all: a risk path is 8 bytes per
+      record, which dominates the store).
+    progress: optional progress(done, total) callback.
+    process_index: this process's index in a jax.distributed run.
+    process_count: the number of processes; process p takes chunks ≡ p mod process_count.
+    devices: the devices to shard chunks over (default jax.local_devices()).
+    wait_timeout: seconds to wait for the other processes (wait_for_processes).
+
+  Returns:
+    The results dict on process 0, None on the others. It holds the input columns plus
+    OUTPUTS, "engine" and "group" (the row's index in group_rows(table)) per row;
+    "record_steps", a list with each group's record steps (R_g,); "path_rows" (K,), the
+    sorted rows whose risk path is kept; and "risk_path" (K, max R_g), their risk at
+    their group's record steps, NaN-padded past R_g (read them with risk_paths).
+
+  Example:
+    >>> import tempfile
+    >>> table = lj.sweep.build_table(["output_only"], [3], [2], {"eta": [0.5, 1.0]})
+    >>> with tempfile.TemporaryDirectory() as workdir:
+    ...   results = lj.sweep.run_sweep(table, workdir, lj.occurrence, chunk_size=2, batch_size=2,
+    ...                                num_records=2, progress=print)
+    ...   # Run again: it finds the finished chunk in the store and computes nothing.
+    ...   again = lj.sweep.run_sweep(table, workdir, lj.occurrence, chunk_size=2, batch_size=2,
+    ...                              num_records=2, progress=print)
+    0 2
+    2 2
+    2 2
+    >>> results["engine"].tolist(), results["record_steps"][0].tolist()
+    (['closed_form', 'closed_form'], [0, 1, 2])
+    >>> np.round(results["risk_path"][:, 0], 6).tolist()  # R(θ0 = 0) = ½ on every row
+    [0.5, 0.5]
+    >>> bool(np.array_equal(again["risk_path"], results["risk_path"]))
+    True
   """
   validation.require_float64("lj.sweep.run_sweep")
   devices = list(devices or jax.local_devices())
@@ -277,10 +430,29 @@ def _assemble(table: dict, chunks: list[dict], chunk_groups: list[int], num_grou
 
 
 def risk_paths(results: dict, rows) -> tuple[np.ndarray, np.ndarray]:
-  """Record steps (R_g,) and risk paths (len(rows), R_g) of rows of one static group.
+  """Record steps (R_g,) and risk paths (len(rows), R_g) of rows of one static group (§5b).
+
+  Args:
+    results: run_sweep's results.
+    rows: row indices of the table, all of one static group.
+
+  Returns:
+    (record_steps (R_g,), risk paths (len(rows), R_g)).
 
   Raises:
     ValueError: if the rows span several groups or a row's path was not kept.
+
+  Example:
+    >>> # Two groups of record grids of 3 and 2 steps (run_sweep's layout, NaN-padded).
+    >>> results = {"group": np.array([0, 0, 1]),
+    ...            "record_steps": [np.array([0, 1, 2]), np.array([0, 5])],
+    ...            "path_rows": np.array([0, 1, 2]),
+    ...            "risk_path": np.array([[0.5, 0.4, 0.3], [0.5, 0.2, 0.1], [0.5, 0.6, np.nan]])}
+    >>> steps, paths = lj.sweep.risk_paths(results, [2])
+    >>> steps.tolist(), paths.tolist()
+    ([0, 5], [[0.5, 0.6]])
+    >>> lj.sweep.risk_paths(results, [1, 0])[1].tolist()
+    [[0.5, 0.2, 0.1], [0.5, 0.4, 0.3]]
   """
   rows = np.asarray(rows, np.int64)
   groups = np.unique(results["group"][rows])
@@ -298,12 +470,21 @@ _barriers = itertools.count()  # every process runs the same sweeps, so the ids 
 
 
 def wait_for_processes(process_count: int, timeout: float = 3600.0) -> None:
-  """Blocks until every process of a jax.distributed run has stored its chunks (the sweep,
-  Table 1).
+  """Blocks until every process of a jax.distributed run has stored its chunks (§5b, Table 1).
 
   The public barrier of multihost_utils (every process agrees on the barrier's
   name), waited for in a thread so that a process that never arrives gives a
   TimeoutError after `timeout` seconds instead of a hang.
+
+  Args:
+    process_count: the number of processes; with 1 there is nothing to wait for.
+    timeout: seconds to wait.
+
+  Raises:
+    TimeoutError: when the other processes do not arrive within `timeout`.
+
+  Example:
+    >>> lj.sweep.run.wait_for_processes(1)  # a single process returns at once
   """
   if process_count == 1:
     return
