@@ -2,14 +2,18 @@
 
 At fixed α the squared risk is R(β) = ½ βᵀHβ - gᵀβ + ½ with H = E[W Wᵀ],
 g = E[y W] (risk.moments). Gradient descent with the per-token
-gradient on tied groups of sizes k (metric D = diag(k)) is
+gradient on tied groups of sizes k (metric D = diag(k)) is::
+
     β_{t+1} = β_t - η D^{-1} (H β_t - g).
+
 In z = Qᵀ D^{1/2} β, with D^{-1/2} H D^{-1/2} = Q Λ Qᵀ and b = Qᵀ D^{-1/2} g,
-each coordinate evolves alone:
+each coordinate evolves alone::
+
     z_T = (1 - ηλ)^T z_0 + η b S_T(λ),   S_T(λ) = Σ_{s<T} (1 - ηλ)^s,
+
 with S_T = (1 - (1-ηλ)^T)/(ηλ) (computed with log1p/expm1, accurate for tiny
 ηλ) and S_T = T at ηλ = 0; T = ∞ gives the minimizer on the range of H when
-every |1 - ηλ| < 1. There, directions with λ <= NULL_RTOL·λ_max count as the null
+every ``|1 - ηλ| < 1``. There, directions with λ <= NULL_RTOL·λ_max count as the null
 space of H: in exact arithmetic g has no component there, so the computed one is
 roundoff, and b/λ would turn it into garbage (NaN at a CLS score spread of 50).
 
@@ -42,26 +46,82 @@ NULL_RTOL = 1e-12
 
 
 def output_gd(hessian, target, sizes, beta0, eta, steps):
-  """β after `steps` GD steps of size η on ½βᵀHβ - gᵀβ in the metric diag(sizes).
+  """β after `steps` GD steps of size η on ½βᵀHβ - gᵀβ in the metric diag(sizes): the
+  output phase in closed form, β_T = D^{-1/2} Q z_T (docs/theory.md §5).
 
   Args:
-    hessian: H (G, G); target: g (G,); sizes: group sizes k (G,) (1 for CLS).
-    beta0: initial β (G,); eta: step size; steps: number of steps (may be jnp.inf).
+    hessian: H (G, G).
+    target: g (G,).
+    sizes: group sizes k (G,) (1 for CLS), the metric D = diag(k).
+    beta0: initial β (G,).
+    eta: step size η.
+    steps: number of steps T (may be jnp.inf).
 
   Returns:
-    β_T (G,). Non-finite or huge when some |1 - ηλ| > 1 (the run diverges).
+    β_T (G,). Non-finite or huge when some ``|1 - ηλ| > 1`` (the run diverges).
+
+  Example:
+    Two one-hot masses W, one per class (P = ½ each): H = ½I, g = (½, -½), and
+    β = H⁻¹g = (1, -1) fits y exactly. With η = 1 every ηλ = ½:
+
+    >>> H, g, sizes = 0.5 * jnp.eye(2), jnp.array([0.5, -0.5]), jnp.ones(2)
+    >>> np.round(np.asarray(lj.closed_form.output_gd(H, g, sizes, jnp.zeros(2), 1.0, 1)),
+    ...          6).tolist()
+    [0.5, -0.5]
+    >>> np.round(np.asarray(lj.closed_form.output_gd(H, g, sizes, jnp.zeros(2), 1.0, jnp.inf)),
+    ...          6).tolist()  # T = ∞: the minimizer
+    [1.0, -1.0]
   """
   return output_gd_path(hessian, target, sizes, beta0, eta, jnp.asarray(steps)[None])[0]
 
 
 def output_gd_path(hessian, target, sizes, beta0, eta, steps):
-  """β_t for every t in `steps` (R,), from one eigendecomposition; returns (R, G)."""
+  """β_t for every t in `steps` (R,), from one eigendecomposition; returns (R, G).
+
+  The closed form β_t = D^{-1/2} Q [(1 - ηλ)^t z_0 + η b S_t(λ)] of docs/theory.md §5 at
+  each recorded t, so a record at t = 10⁶ costs what one at t = 1 does.
+
+  Args:
+    hessian: H (G, G).
+    target: g (G,).
+    sizes: group sizes k (G,) (1 for CLS).
+    beta0: initial β (G,).
+    eta: step size η.
+    steps: (R,) step counts t (may include jnp.inf).
+
+  Returns:
+    (R, G) β_t, one row per entry of steps.
+
+  Example:
+    >>> H, g, sizes = 0.5 * jnp.eye(2), jnp.array([0.5, -0.5]), jnp.ones(2)  # β* = (1, -1)
+    >>> path = lj.closed_form.output_gd_path(H, g, sizes, jnp.zeros(2), 1.0,
+    ...                                      jnp.array([1.0, 2.0, jnp.inf]))
+    >>> np.round(np.asarray(path), 6).tolist()  # β_t = (1 - 2^-t) β*
+    [[0.5, -0.5], [0.75, -0.75], [1.0, -1.0]]
+  """
   return output_gd_solver(hessian, target, sizes, beta0, eta)(steps)
 
 
 def output_gd_solver(hessian, target, sizes, beta0, eta):
   """steps (R,) -> β_t (R, G) of output_gd_path, with the eigendecomposition done once, so
-  that further step counts (divergence location) cost O(R G²)."""
+  that further step counts (divergence location) cost O(R G²) (docs/theory.md §5).
+
+  Args:
+    hessian: H (G, G).
+    target: g (G,).
+    sizes: group sizes k (G,) (1 for CLS).
+    beta0: initial β (G,).
+    eta: step size η.
+
+  Returns:
+    A function steps (R,) -> (R, G) β_t, jittable.
+
+  Example:
+    >>> H, g, sizes = 0.5 * jnp.eye(2), jnp.array([0.5, -0.5]), jnp.ones(2)  # β* = (1, -1)
+    >>> solver = lj.closed_form.output_gd_solver(H, g, sizes, jnp.zeros(2), 1.0)
+    >>> np.round(np.asarray(solver(jnp.array([3.0]))), 6).tolist()  # (1 - 2^-3) β*
+    [[0.875, -0.875]]
+  """
   root = jnp.sqrt(sizes)
   eigenvalues, basis = jnp.linalg.eigh(hessian / root[:, None] / root[None, :])
   z0 = basis.T @ (root * beta0)
@@ -94,7 +154,8 @@ def _output_gd_at(eigenvalues, basis, root, z0, drive, rate, steps):
 
 
 def quadratic_risk(hessian, target, beta):
-  """R(β) = ½ E[(βᵀW - y)²] = ½ βᵀHβ - gᵀβ + ½ at fixed α, in a form that cannot cancel.
+  """R(β) = ½ E[(βᵀW - y)²] = ½ βᵀHβ - gᵀβ + ½ at fixed α, in a form that cannot cancel
+  (docs/theory.md §3a; numerics).
 
   With v = (β, 1) and the Gram matrix M = E[(W, -y)(W, -y)ᵀ] = [[H, -g], [-gᵀ, 1]]
   (PSD: y² = 1), R = ½ vᵀMv = ½ Σ_i μ_i⁺ (u_iᵀv)² = ½ ‖S v‖², S = diag(√μ⁺) Uᵀ,
@@ -105,17 +166,44 @@ def quadratic_risk(hessian, target, beta):
   near a zero-risk minimizer (-2.7e-15 at the end of the three-phase plan).
 
   Args:
-    hessian: H (G, G); target: g (G,); beta: β (..., G).
+    hessian: H (G, G).
+    target: g (G,).
+    beta: β (..., G).
 
   Returns:
     R (...,).
+
+  Example:
+    >>> H, g = 0.5 * jnp.eye(2), jnp.array([0.5, -0.5])  # one-hot W per class: β* = (1, -1)
+    >>> beta = jnp.array([[0.0, 0.0], [0.5, -0.5], [1.0, -1.0]])
+    >>> np.round(np.asarray(lj.closed_form.quadratic_risk(H, g, beta)), 6).tolist()
+    [0.5, 0.125, 0.0]
   """
   return gram_risk(gram_factors(hessian, target), beta)
 
 
 def gram_factors(hessian, target):
   """S = diag(√μ⁺) Uᵀ from the eigenpairs of M = [[H, -g], [-gᵀ, 1]], so that SᵀS = M up
-  to roundoff and R(β) = ½ ‖S (β, 1)‖² (quadratic_risk); (G+1, G+1)."""
+  to roundoff and R(β) = ½ ‖S (β, 1)‖² (quadratic_risk); (G+1, G+1).
+
+  Computed once per fixed α (docs/theory.md §5, numerics), then `gram_risk` evaluates
+  every β.
+
+  Args:
+    hessian: H (G, G).
+    target: g (G,).
+
+  Returns:
+    S (G+1, G+1).
+
+  Example:
+    >>> H, g = 0.5 * jnp.eye(2), jnp.array([0.5, -0.5])
+    >>> S = lj.closed_form.gram_factors(H, g)
+    >>> S.shape
+    (3, 3)
+    >>> bool(jnp.allclose(S.T @ S, jnp.array([[0.5, 0, -0.5], [0, 0.5, 0.5], [-0.5, 0.5, 1]])))
+    True
+  """
   column = -target[:, None]
   gram = jnp.block([[hessian, column], [column.T, jnp.ones((1, 1), column.dtype)]])
   eigenvalues, basis = jnp.linalg.eigh(gram)
@@ -123,7 +211,21 @@ def gram_factors(hessian, target):
 
 
 def gram_risk(root, beta):
-  """R = ½ ‖S (β, 1)‖² with S = gram_factors(H, g); beta (..., G) -> (...,)."""
+  """R = ½ ‖S (β, 1)‖² with S = gram_factors(H, g); beta (..., G) -> (...,)
+  (docs/theory.md §5, numerics).
+
+  Args:
+    root: S = gram_factors(H, g), (G+1, G+1).
+    beta: β (..., G).
+
+  Returns:
+    R (...,), >= 0 by construction.
+
+  Example:
+    >>> S = lj.closed_form.gram_factors(0.5 * jnp.eye(2), jnp.array([0.5, -0.5]))
+    >>> round(float(lj.closed_form.gram_risk(S, jnp.zeros(2))), 6)  # R(0) = ½
+    0.5
+  """
   return 0.5 * ((beta @ root[:, :-1].T + root[:, -1]) ** 2).sum(-1)
 
 
@@ -135,7 +237,23 @@ def supports(lang: languages.Language, plan: plans.Plan, loss="squared",
   (risk.moments), population objectives, and phases that train one parameter
   group with plain SGD at a constant step size (output phases are solved as GD
   in closed form and attention phases stepped as plain GD, so any other
-  optimizer or a schedule would be silently simulated as plain GD).
+  optimizer or a schedule would be silently simulated as plain GD); docs/theory.md §5.
+
+  Args:
+    lang: the language (§1b).
+    plan: the plan (its structure; step sizes do not matter).
+    loss: the loss; only "squared" is supported.
+    route: the population route ("auto" or a name).
+
+  Returns:
+    None, or one line naming what is missing.
+
+  Example:
+    >>> lang = lj.occurrence(3)
+    >>> lj.closed_form.supports(lang, lj.plans.three_phase(1.0, 1.0, 1.0, 10)) is None
+    True
+    >>> lj.closed_form.supports(lang, lj.plans.joint(1.0, 10))
+    "the closed form simulates output and attention phases; phase 0 trains 'both' (use lj.train)"
   """
   if loss != "squared":
     return f"the closed form needs loss 'squared'; got {loss!r}"
@@ -165,7 +283,30 @@ def make_simulator(lang: languages.Language, plan: plans.Plan, *, cls: bool = Fa
 
   The final state of `make_trajectory` with records only at 0 and T: output
   phases in closed form (O(1) in their length), attention phases by exact
-  Laplace-gradient steps. etas (#phases,) may be traced and vmapped.
+  gradient steps on the moments' route (Laplace, or transfer for regular languages).
+  etas (#phases,) may be traced and vmapped (docs/theory.md §5).
+
+  Args:
+    lang: the language (§1b).
+    plan: the plan's structure (phases, groups, lengths); its step sizes are unused.
+    cls: whether the model has the CLS token.
+    partition: the token groups; None for ``partition.of_language(lang)``.
+
+  Returns:
+    A function simulate(etas) of the step sizes (#phases,), returning the final
+    grouped params {"alpha": (G,), "beta": (G,)} and the final risk.
+
+  Example:
+    One output step of size η = d from zero gives β_a = η/d = 1 and β_σ = -η/(d(d-1))
+    (§4):
+
+    >>> lang = lj.occurrence(3)  # p = ½, so E[1/n] = ln 2
+    >>> simulate = jax.jit(lj.closed_form.make_simulator(lang, lj.plans.output_only(3.0, 1)))
+    >>> params, risk = simulate(jnp.array([3.0]))
+    >>> np.round(np.asarray(params["beta"]), 6).tolist()  # token groups {0}, {1, 2}
+    [1.0, -0.5]
+    >>> round(float(risk), 6)  # ln(2)/4
+    0.173287
   """
   trajectory = make_trajectory(lang, plan, num_records=1, cls=cls, partition=partition)
 
@@ -179,18 +320,38 @@ def make_simulator(lang: languages.Language, plan: plans.Plan, *, cls: bool = Fa
 def three_phase_outcome(lang: languages.Language, eta1: float, eta2: float, eta3: float,
                         steps: int | float, *, cls: bool = False) -> dict:
   """The three-phase plan from zero in closed form: one output step (η1), one attention
-  step (η2), then `steps` output steps (η3); steps may be math.inf.
+  step (η2), then `steps` output steps (η3); steps may be math.inf (docs/theory.md §5).
 
   Compiled once per (language, cls): step sizes and steps are arguments of the
   compiled function, so a repeated call with new numbers costs no compilation.
 
+  Args:
+    lang: the language (§1b), on its token groups ``partition.of_language(lang)``.
+    eta1: η1, the first output step.
+    eta2: η2, the attention step.
+    eta3: η3, the last phase's output step.
+    steps: the last phase's number of steps T (an int, or math.inf).
+    cls: whether the model has the CLS token.
+
   Returns:
     A dict with the final per-token params, the squared risk (quadratic_risk at
-    the final α), the exact 0-1 error (threshold or lattice route, certified to
-    1e-12; NaN where neither is feasible or the run diverged), whether the run
+    the final α), the exact 0-1 error (threshold, lattice or automaton route, certified
+    to 1e-12; NaN where neither is feasible or the run diverged), whether the run
     diverged and the step at which (-1 if not), by the runner's rule
     (docs/theory.md §5): then params and risk are those of the state at that step,
     as lj.train reports them, and the risk is above the cap or not finite.
+
+  Example:
+    >>> lang = lj.occurrence(3)
+    >>> out = lj.closed_form.three_phase_outcome(lang, 3.0, 9.0, 1.0, float("inf"))
+    >>> out["diverged"], out["diverged_step"]
+    (False, -1)
+    >>> out["risk"] < 0.139326  # below the output-only floor ½ - 1/(4 ln 2) of §4
+    True
+    >>> abs(float(out["params"]["alpha"].sum())) < 1e-12  # Σ_σ α_σ = 0 (§2)
+    True
+    >>> lj.closed_form.three_phase_outcome(lang, 3.0, 9.0, 100.0, 5)["diverged"]  # ηλ > 2
+    True
   """
   validation.require_float64("lj.closed_form.three_phase_outcome")
   plans.three_phase(eta1, eta2, eta3, 1 if steps == math.inf else steps)  # checks η and T
@@ -268,7 +429,30 @@ def zero_score_constants(moments_at, size: int):
   While α = 0 the attention gradient is a quadratic form in β with no constant
   term (docs/theory.md §5), ∂R/∂α_j = ½ βᵀ ∂_jH β - ∂_j gᵀ β = (Bβ + ½ C[β, β])_j
   with B = -(∂g)ᵀ and C_j = ∂_jH; the closed form's attention step from zero and
-  the regime laws (lagjax/analysis/regimes.py) both read these.
+  the regime laws (lagjax/analysis/regimes.py) both read these (§4, §8.1).
+
+  Args:
+    moments_at: α (size,) -> (H, g), e.g. ``risk.moments.moments_fn`` at β-free params.
+    size: the number of stacked scores (G, or G + 1 with the CLS token).
+
+  Returns:
+    The tuple (H, g, B, C), with H (size, size) and g (size,) at α = 0, B (size, size)
+    and C (size, size, size), C[j] = ∂_jH.
+
+  Example:
+    >>> lang = lj.occurrence(3)
+    >>> moments = lj.risk.moments.moments_fn(lang, lj.partition.of_language(lang))
+    >>> constants = jax.jit(lj.closed_form.zero_score_constants, static_argnums=(0, 1))
+    >>> H, g, B, C = constants(lambda alpha: moments({"alpha": alpha}), 2)
+    >>> np.round(np.asarray(g), 6).tolist()  # (1/d, -1/d) on the groups {a}, the rest (§4)
+    [0.333333, -0.333333]
+    >>> beta = jnp.array([1.0, -0.5])  # after one output step of η = 3
+    >>> gradient = B @ beta + 0.5 * jnp.einsum("jgh,g,h->j", C, beta, beta)
+    >>> abs(float(gradient.sum())) < 1e-12  # Σ_g ∂R/∂α_g = 0
+    True
+    >>> sizes = jnp.array([1.0, 2.0])  # the attention step α = -η2 gradient / k, η2 = 9
+    >>> np.round(np.asarray(-9.0 * gradient / sizes), 6).tolist()
+    [0.754198, -0.377099]
   """
   origin = jnp.zeros(size)
   hessian, target = moments_at(origin)
@@ -294,7 +478,8 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
 
   Output phases are evaluated in closed form at their record steps (the risk is
   the quadratic ½βᵀHβ - gᵀβ + ½ of the phase's fixed α); attention phases take
-  exact Laplace steps. While α is still 0, H and g are constants, and the
+  exact gradient steps on the moments' route (Laplace, or transfer for regular
+  languages; §3a, §3d). While α is still 0, H and g are constants, and the
   attention gradient ∂R/∂α_g = E[(f - y) W_g (β_g - f)] is a quadratic form in β
   with zero constant term, Bβ + ½ C[β, β], whose coefficients come once from the
   derivatives of (H, g) at α = 0; so the three-phase plan's
@@ -302,6 +487,33 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
   the first step t < T whose state has a non-finite or capped risk or non-finite
   parameters, located exactly between records; the run then stays at θ_t, as in
   the runner.
+
+  Args:
+    lang: the language (§1b).
+    plan: the plan's structure (checked by `supports`); its step sizes are unused.
+    num_records: K of the record grid runner.record_grid(T, K) (§5b).
+    cls: whether the model has the CLS token.
+    partition: the token groups; None for ``partition.of_language(lang)``.
+    max_risk: the divergence cap.
+
+  Returns:
+    trajectory(etas (#phases,)) -> Trajectory on the token groups, jittable and
+    vmappable over etas.
+
+  Raises:
+    ValueError: when `supports` refuses the plan.
+
+  Example:
+    Output-only training for T = 1000 steps costs what one step does, and reaches the
+    output-only floor ½ - 1/(4 ln 2) of §4 (d = 3: π_a = ⅓, E[1/n] = ln 2):
+
+    >>> lang, plan = lj.occurrence(3), lj.plans.output_only(3.0, 1000)
+    >>> trajectory = jax.jit(lj.closed_form.make_trajectory(lang, plan, num_records=2))
+    >>> run = trajectory(jnp.array([3.0]))
+    >>> run.steps.tolist()
+    [0, 1, 500, 1000]
+    >>> round(float(run.risk[-1]), 6)
+    0.139326
   """
   validation.require_float64("lj.closed_form.make_trajectory")
   reason = supports(lang, plan)

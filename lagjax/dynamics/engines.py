@@ -34,7 +34,7 @@ from lagjax.models import direct
 
 
 class Evaluation(NamedTuple):
-  """An engine built for one (language, plan structure).
+  """An engine built for one (language, plan structure) by `build` (docs/theory.md §5b).
 
   Attributes:
     engine: the engine's name.
@@ -42,6 +42,16 @@ class Evaluation(NamedTuple):
     partition: the token groups the Trajectory's values live on.
     record_steps: (R,) the record grid; uniform: (R,) mask of its uniformly spaced
       records (the lag metrics' grid, docs/theory.md §6).
+
+  Example:
+    >>> lang, plan = lj.occurrence(3), lj.plans.output_only(3.0, 4)
+    >>> evaluation = lj.dynamics.engines.build(lang, plan, num_records=2)
+    >>> evaluation.engine, evaluation.partition
+    ('closed_form', Partition(blocks=((0,), (1, 2))))
+    >>> evaluation.record_steps.tolist()  # {0, 2, 4} ∪ {1, 4}: uniform ∪ geometric
+    [0, 1, 2, 4]
+    >>> evaluation.uniform.tolist()
+    [True, False, True, True]
   """
 
   engine: str
@@ -52,8 +62,20 @@ class Evaluation(NamedTuple):
 
 
 class Engine(NamedTuple):
-  """supports(lang, plan, loss, route) -> None | str; build(lang, plan, loss, route,
-  num_records, max_risk) -> (evaluate, partition)."""
+  """An entry of the registry ``ENGINES`` (docs/theory.md §5b): supports(lang, plan, loss,
+  route) -> None | str; build(lang, plan, loss, route, num_records, max_risk) ->
+  (evaluate, partition).
+
+  Attributes:
+    supports: (lang, plan, loss, route) -> None, or one line naming what is missing.
+    build: (lang, plan, loss, route, num_records, max_risk) -> (evaluate, partition),
+      with evaluate(etas, key) -> Trajectory.
+
+  Example:
+    >>> closed_form = lj.dynamics.engines.ENGINES["closed_form"]
+    >>> closed_form.supports(lj.occurrence(3), lj.plans.joint(1.0, 10), "squared", "auto")
+    "the closed form simulates output and attention phases; phase 0 trains 'both' (use lj.train)"
+  """
 
   supports: Callable
   build: Callable
@@ -104,7 +126,32 @@ ORDER = ("closed_form", "steps")
 def choose(lang: languages.Language, plan: plans.Plan, loss="squared", route: str = "auto",
            engine: str = "auto") -> str:
   """The engine to use: `engine` itself if it supports the plan, or for "auto" the first of
-  ORDER that does; otherwise a ValueError naming what each one misses."""
+  ORDER that does; otherwise a ValueError naming what each one misses (docs/theory.md §5b).
+
+  Args:
+    lang: the language (§1b).
+    plan: the plan (its structure).
+    loss: the loss ("squared", "logistic" or a callable).
+    route: the population route ("auto" or a name).
+    engine: "auto", "closed_form" or "steps".
+
+  Returns:
+    The engine's name, a key of ``ENGINES``.
+
+  Raises:
+    ValueError: when the engine asked for, or every engine for "auto", refuses the plan.
+
+  Example:
+    >>> lang = lj.occurrence(3)
+    >>> lj.dynamics.engines.choose(lang, lj.plans.three_phase(1.0, 1.0, 1.0, 10))
+    'closed_form'
+    >>> lj.dynamics.engines.choose(lang, lj.plans.joint(1.0, 10))  # "both": the loop only
+    'steps'
+    >>> lj.dynamics.engines.choose(lang, lj.plans.joint(1.0, 10), engine="closed_form")
+    Traceback (most recent call last):
+    ...
+    ValueError: engine 'closed_form' cannot run plan 'joint': the closed form simulates ...
+  """
   languages.check_language(lang, "an engine")
   if engine != "auto":
     if engine not in ENGINES:
@@ -124,7 +171,8 @@ def choose(lang: languages.Language, plan: plans.Plan, loss="squared", route: st
 def build(lang: languages.Language, plan: plans.Plan, *, loss="squared", route: str = "auto",
           num_records: int = 64, max_risk: float = runner.MAX_VALUE,
           engine: str = "auto") -> Evaluation:
-  """Builds the chosen engine's evaluator for `plan`'s structure from θ0 = 0.
+  """Builds the chosen engine's evaluator for `plan`'s structure from θ0 = 0
+  (docs/theory.md §5b).
 
   Args:
     lang, plan: the language and the plan (its step sizes are placeholders: evaluate
@@ -133,6 +181,25 @@ def build(lang: languages.Language, plan: plans.Plan, *, loss="squared", route: 
     num_records: K of the record grid runner.record_grid(T, K).
     max_risk: the divergence cap (docs/theory.md §5).
     engine: "auto", "closed_form" or "steps".
+
+  Returns:
+    An Evaluation; its evaluate(etas (#phases,), key) -> Trajectory is jittable and
+    vmappable over etas.
+
+  Raises:
+    ValueError: when no engine (or not the one asked for) runs the plan (`choose`).
+
+  Example:
+    One output step from zero gives β_a = η/d and β_σ = -η/(d(d-1)) (§4):
+
+    >>> lang, plan = lj.occurrence(3), lj.plans.output_only(3.0, 4)
+    >>> evaluation = lj.dynamics.engines.build(lang, plan, num_records=2)
+    >>> evaluate = jax.jit(jax.vmap(evaluation.evaluate, in_axes=(0, None)))
+    >>> runs = evaluate(jnp.array([[1.5], [3.0]]), jax.random.key(0))  # two step sizes
+    >>> runs.steps.shape, runs.beta.shape  # (etas, records[, groups])
+    ((2, 4), (2, 4, 2))
+    >>> np.round(np.asarray(runs.beta[:, 1]), 6).tolist()  # at t = 1, groups {0}, {1, 2}
+    [[0.5, -0.25], [1.0, -0.5]]
   """
   name = choose(lang, plan, loss, route, engine)
   evaluate, partition = ENGINES[name].build(lang, plan, loss, route, num_records, max_risk)

@@ -21,7 +21,24 @@ from lagjax.tasks import base
 
 
 class ErfRun(NamedTuple):
-  """Exact projected GD of the erf model: records at `steps` (each (R, ...))."""
+  """Exact projected GD of the erf model: records at `steps` (each (R, ...)); what
+  `train_erf` returns (docs/theory.md §7b).
+
+  Attributes:
+    params: the final {"k": (m,), "v": (m,)}, unit vectors.
+    steps: (R,) recorded global steps.
+    risk: (R,) the exact risk E[(T - y)²] (no ½; the noise σ² included).
+    k: (R, m) the attention direction k.
+    v: (R, m) the output direction v.
+    k_overlap: (R,) ⟨k, k*⟩.
+    v_overlap: (R,) ⟨v, v*⟩.
+    diverged: whether the run diverged (§5).
+    diverged_step: the step at which it diverged (-1 if not).
+
+  Example:
+    >>> lj.dynamics.erf_slr.ErfRun._fields[:3]
+    ('params', 'steps', 'risk')
+  """
 
   params: dict            # final {"k", "v"}
   steps: jax.Array
@@ -50,6 +67,23 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
     record_every: record every this many steps (and at the end).
     riemannian: step along the tangent (default) or the Euclidean gradient.
     max_risk: a risk above this marks the run diverged.
+
+  Returns:
+    An ErfRun with records at every record_every steps and at the end.
+
+  Example:
+    >>> task = lj.tasks.get_task("slr", m=3)  # Fixed(10) lengths, γ = 1, σ = 0.1
+    >>> start = {"k": jnp.array([1.0, 0.0, 0.0]), "v": jnp.array([0.0, 1.0, 0.0])}
+    >>> plan = lj.plans.three_phase(0.01, 0.01, 0.01, 1)
+    >>> run = lj.dynamics.erf_slr.train_erf(task, plan, 1.0, start)
+    >>> run.steps.tolist()
+    [0, 1, 2, 3]
+    >>> np.round(np.linalg.norm(np.asarray(run.k), axis=-1), 12).tolist()  # on the sphere
+    [1.0, 1.0, 1.0, 1.0]
+    >>> bool(jnp.all(run.k[1] == run.k[0]))  # the first step trains v only
+    True
+    >>> bool(jnp.all(jnp.diff(run.risk) < 0))
+    True
   """
   if not isinstance(plan, plans.Plan):
     raise ValueError(f"plan must be a lj.plans.Plan; got {type(plan).__name__}.")

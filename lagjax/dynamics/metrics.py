@@ -26,6 +26,22 @@ import jax.numpy as jnp
 
 
 class LagMetrics(NamedTuple):
+  """The run-normalised attention-lag metrics of docs/theory.md §6 (`lag_metrics`).
+
+  Attributes:
+    r_alpha: (R,) r_α(t) = ‖α_t - α_0‖ / max_s ‖α_s - α_0‖ at the records.
+    r_beta: (R,) r_β(t), likewise for β.
+    lag_gap: mean_t (r_β(t) - r_α(t)); positive when attention lags the output layer.
+    half_time_alpha: t_α^{1/2}, the first recorded step with r_α >= ½ (-1 if none).
+    half_time_beta: t_β^{1/2}, likewise for β.
+    half_time_ratio: t_α^{1/2} / t_β^{1/2}; -1 unless both half-times are > 0.
+
+  Example:
+    >>> lag = lj.metrics.lag_metrics(jnp.zeros((3, 2)), jnp.ones((3, 2)))  # nothing moves
+    >>> lag.r_alpha.tolist(), int(lag.half_time_alpha), float(lag.half_time_ratio)
+    ([0.0, 0.0, 0.0], -1, -1.0)
+  """
+
   r_alpha: jnp.ndarray
   r_beta: jnp.ndarray
   lag_gap: jnp.ndarray
@@ -35,20 +51,73 @@ class LagMetrics(NamedTuple):
 
 
 def relative_progress(trajectory) -> jnp.ndarray:
-  """r(t) = ‖x_t - x_0‖ / max_s ‖x_s - x_0‖ for a trajectory (T+1, ...); 0 if it never moves."""
+  """r(t) = ‖x_t - x_0‖ / max_s ‖x_s - x_0‖ for a trajectory (T+1, ...); 0 if it never moves
+  (docs/theory.md §6).
+
+  Args:
+    trajectory: (R, ...) recorded values x_t of one parameter group (α or β), the first
+      record x_0; trailing axes are flattened into the norm.
+
+  Returns:
+    (R,) r(t) in [0, 1]; r ≡ 0 when x never moves.
+
+  Example:
+    >>> x = jnp.array([[0.0, 0.0], [3.0, 4.0], [6.0, 8.0]])  # ‖x_t - x_0‖ = 0, 5, 10
+    >>> lj.metrics.relative_progress(x).tolist()
+    [0.0, 0.5, 1.0]
+  """
   distance = _distance(trajectory)
   largest = distance.max()
   return jnp.where(largest > 0, distance / jnp.where(largest > 0, largest, 1.0), 0.0)
 
 
 def half_time(progress, steps) -> jnp.ndarray:
-  """First recorded step with progress >= 1/2, or -1 if there is none."""
+  """t^{1/2}: the first recorded step with progress r >= ½, or -1 if there is none
+  (docs/theory.md §6); resolved to the record spacing.
+
+  Args:
+    progress: (R,) r(t) at the records (`relative_progress`).
+    steps: (R,) the recorded steps.
+
+  Returns:
+    The step, an integer scalar array (-1 when r never reaches ½).
+
+  Example:
+    >>> steps = jnp.array([0, 10, 20, 30])
+    >>> int(lj.metrics.half_time(jnp.array([0.0, 0.25, 0.5, 1.0]), steps))
+    20
+    >>> int(lj.metrics.half_time(jnp.zeros(4), steps))  # never moved
+    -1
+  """
   reached = progress >= 0.5
   return jnp.where(reached.any(), steps[jnp.argmax(reached)], -1)
 
 
 def lag_metrics(alpha, beta, steps=None) -> LagMetrics:
-  """Lag metrics from recorded α_t (T+1, d), β_t (T+1, d) at recorded steps (default 0…T)."""
+  """Lag metrics of docs/theory.md §6 from recorded α_t (T+1, d), β_t (T+1, d) at recorded
+  steps (default 0…T).
+
+  The lag gap is a plain mean over the records, a time average only when the records are
+  uniformly spaced.
+
+  Args:
+    alpha: (R, d) recorded α_t (any trailing shape: flattened into the norm).
+    beta: (R, d) recorded β_t.
+    steps: (R,) the recorded steps; None for 0…R-1.
+
+  Returns:
+    LagMetrics: r_α, r_β, the lag gap mean_t (r_β - r_α), both half-times and their
+    ratio t_α^{1/2} / t_β^{1/2}.
+
+  Example:
+    >>> alpha = jnp.array([[0.0], [0.0], [1.0]])  # attention moves last
+    >>> beta = jnp.array([[0.0], [1.0], [1.0]])   # the output layer first
+    >>> lag = lj.metrics.lag_metrics(alpha, beta)
+    >>> round(float(lag.lag_gap), 6)  # mean of r_β - r_α = (0, 1, 0)
+    0.333333
+    >>> int(lag.half_time_alpha), int(lag.half_time_beta), float(lag.half_time_ratio)
+    (2, 1, 2.0)
+  """
   steps = jnp.arange(alpha.shape[0]) if steps is None else jnp.asarray(steps)
   r_alpha, r_beta = relative_progress(alpha), relative_progress(beta)
   t_alpha, t_beta, ratio = _half_times(r_alpha, r_beta, steps)
@@ -66,10 +135,46 @@ def _half_times(r_alpha, r_beta, steps):
 # LagMetrics and τ_ε; -1 where undefined.
 HorizonFreeLag = NamedTuple("HorizonFreeLag",
                             [*LagMetrics.__annotations__.items(), ("tau_eps", jnp.ndarray)])
+HorizonFreeLag.__doc__ = """The horizon-free lag metrics of docs/theory.md §6b (`horizon_free_lag`).
+
+The fields of `LagMetrics`, with progress measured against the state at τ_ε, and τ_ε.
+
+Attributes:
+  r_alpha: (R,) r_α(t) = ‖α_t - α_0‖ / ‖α_{τ_ε} - α_0‖ for t <= τ_ε, 0 after.
+  r_beta: (R,) r_β(t), likewise for β.
+  lag_gap: the mean of r_β - r_α over the records up to τ_ε (NaN if ε is never reached).
+  half_time_alpha: t_α^{1/2}, the first step with r_α >= ½ (-1 if none).
+  half_time_beta: t_β^{1/2}, likewise for β.
+  half_time_ratio: t_α^{1/2} / t_β^{1/2} (> 1: attention lags); -1 unless both are > 0.
+  tau_eps: τ_ε, the first recorded step with risk <= ε (-1 if none).
+
+Example:
+  >>> lj.metrics.HorizonFreeLag._fields[-2:]
+  ('half_time_ratio', 'tau_eps')
+"""
 
 
 def first_step_at_most(risk, epsilon, steps=None) -> jnp.ndarray:
-  """τ_ε: the first recorded step with risk <= ε, or -1 if there is none (NaN never counts)."""
+  """τ_ε: the first recorded step with risk <= ε, or -1 if there is none (NaN never counts;
+  docs/theory.md §6b).
+
+  Args:
+    risk: (R,) the risk R(θ_t) at the records.
+    epsilon: the risk level ε.
+    steps: (R,) the recorded steps; None for 0…R-1.
+
+  Returns:
+    τ_ε, an integer scalar array.
+
+  Example:
+    >>> risk = jnp.array([0.5, jnp.nan, 0.2, 0.05, 0.01])
+    >>> int(lj.metrics.first_step_at_most(risk, 0.1))
+    3
+    >>> int(lj.metrics.first_step_at_most(risk, 0.1, steps=jnp.array([0, 5, 10, 15, 20])))
+    15
+    >>> int(lj.metrics.first_step_at_most(risk, 1e-3))  # ε never reached
+    -1
+  """
   steps = jnp.arange(risk.shape[0]) if steps is None else jnp.asarray(steps)
   reached = risk <= epsilon
   return jnp.where(reached.any(), steps[jnp.argmax(reached)], -1)
@@ -97,6 +202,18 @@ def horizon_free_lag(alpha, beta, risk, epsilon, steps=None, weights=None) -> Ho
     mean of r_β - r_α over the records up to τ_ε. When the risk never reaches ε, the
     times and the ratio are -1, r ≡ 0 and the lag gap is NaN; a group that has not
     moved by τ_ε has r ≡ 0.
+
+  Example:
+    >>> risk = jnp.array([0.5, 0.4, 0.2, 0.05, 0.01])         # τ_ε = 3 at ε = 0.1
+    >>> alpha = jnp.array([[0.0], [0.0], [1.0], [2.0], [3.0]])
+    >>> beta = jnp.array([[0.0], [2.0], [4.0], [4.0], [4.0]])
+    >>> lag = lj.metrics.horizon_free_lag(alpha, beta, risk, 0.1)
+    >>> int(lag.tau_eps), lag.r_alpha.tolist(), lag.r_beta.tolist()
+    (3, [0.0, 0.0, 0.5, 1.0, 0.0], [0.0, 0.5, 1.0, 1.0, 0.0])
+    >>> int(lag.half_time_alpha), int(lag.half_time_beta), float(lag.half_time_ratio)
+    (2, 1, 2.0)
+    >>> float(lag.lag_gap)  # mean of (0, 0.5, 0.5, 0) up to τ_ε
+    0.25
   """
   steps = jnp.arange(alpha.shape[0]) if steps is None else jnp.asarray(steps)
   tau = first_step_at_most(risk, epsilon, steps)

@@ -44,18 +44,34 @@ from lagjax.risk import risk_fn as build_route
                    meta_fields=["route", "error_route", "tied"])
 @dataclasses.dataclass(frozen=True)
 class Run:
-  """A simulated plan. Records are taken at `steps` (every record_every steps and at T).
+  """A simulated plan (docs/theory.md §5). Records are taken at `steps` (every record_every
+  steps and at T).
 
   Attributes:
     params: final per-token parameters.
     steps: (R,) recorded global steps.
     risk: (R,) population risk at the recorded steps (by `route`).
-    error: (R,) 0-1 error (exact by lattice, or sampled on a fixed sample: `error_route`).
+    error: (R,) 0-1 error (exact by the threshold, lattice or automaton route, or sampled
+      on a fixed sample: `error_route`).
     alpha, beta: (R, d) per-token parameters.
     margin: (R,) attention margin min_{a∈L} α_a - max_{σ∉L} α_σ (L = the language's
       margin_letters(); NaN when it has none).
     diverged: whether the run diverged; diverged_step: the step at which (-1 if not).
     grid_covered: whether every Laplace evaluation had enough quadrature nodes.
+    route: the population route of the risk records.
+    error_route: the 0-1 error's route: "threshold", "lattice", "automaton" or "sampled".
+    tied: whether the run was simulated on token groups (§3b).
+
+  Example:
+    >>> run = lj.train(lj.occurrence(3), lj.plans.output_only(3.0, 1))
+    >>> run.steps.tolist(), run.route, run.tied
+    ([0, 1], 'laplace', True)
+    >>> np.round(np.asarray(run.beta[-1]), 6).tolist()  # η/d and -η/(d(d-1)) (§4)
+    [1.0, -0.5, -0.5]
+    >>> round(float(run.error[0]), 6)  # f ≡ 0 at θ0 = 0, and sign 0 counts as an error
+    1.0
+    >>> int(run.lag().half_time_alpha)  # attention never moved (§6)
+    -1
   """
 
   params: dict
@@ -78,7 +94,32 @@ class Run:
 
 
 def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
-  """The group partition to simulate on (see module docstring)."""
+  """The token-group partition to simulate on (see module docstring; docs/theory.md §3b).
+
+  ``partition.of_language(lang)`` when θ0 is constant on its token groups and every
+  phase uses the population risk (then GD keeps the tie), else one group per token; the
+  last-token query always runs on every token (§2b).
+
+  Args:
+    lang: the language (§1b).
+    theta0: per-token initial parameters.
+    plan: the plan (its objectives matter).
+    tied: "auto" (tie when exact), True (require the tie) or False (every token).
+
+  Returns:
+    The Partition.
+
+  Raises:
+    ValueError: for tied=True when the tie is not exact, or a tied outside the three.
+
+  Example:
+    >>> lang, plan = lj.occurrence(3), lj.plans.output_only(1.0, 5)
+    >>> lj.dynamics.train.choose_partition(lang, lj.init_params(3), plan, "auto")
+    Partition(blocks=((0,), (1, 2)))
+    >>> theta0 = dict(lj.init_params(3), beta=jnp.array([0.0, 0.1, 0.2]))  # not tied
+    >>> lj.dynamics.train.choose_partition(lang, theta0, plan, "auto")
+    Partition(blocks=((0,), (1,), (2,)))
+  """
   if tied not in (True, False, "auto"):
     raise ValueError(f"tied must be True, False or 'auto'; got {tied!r}.")
   base_partition = partition_lib.of_language(lang)
@@ -120,7 +161,36 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
   run takes kqv_fixed, the fixed embeddings of models.kqv.init_kqv (traceable,
   so a new init reuses the compiled run); they map the weights to (α, β) for the
   objective and the records. `layout` is θ's (direct.layout): the CLS token, the query and
-  the position tables.
+  the position tables. The gradient is the per-token one, tied gradient / k_g
+  (docs/theory.md §3b), and the loop is runner.make_loop (§5).
+
+  Args:
+    lang: the language (§1b).
+    slots: the plan's slots, ``plan.slots()``.
+    partition: the token groups the parameters live on (`choose_partition`).
+    num_steps: the scan length; plans of at most this many steps run through it.
+    loss: "squared", "logistic" or a callable (f, y) -> ℓ.
+    route: the population route of the objective and the risk records.
+    layout: θ's layout (§2b).
+    record_every: record every this many steps (and at the end).
+    record_steps: the record grid instead (e.g. runner.record_grid), or None.
+    max_risk: the divergence cap (§5).
+    error_samples: strings in the fixed sample of the 0-1 error where no exact route fits.
+    kqv_form: train the KQV weights instead of (α, β) (§2).
+
+  Returns:
+    run(theta0_grouped, key, data[, kqv_fixed]) -> Run, jittable and vmappable over data.
+
+  Example:
+    >>> lang, plan = lj.occurrence(3), lj.plans.output_only(3.0, 1)
+    >>> partition = lj.partition.of_language(lang)
+    >>> run = jax.jit(lj.dynamics.train.make_runner(lang, plan.slots(), partition,
+    ...                                             num_steps=1))
+    >>> theta0 = lj.models.direct.zero_params(partition.num_groups)
+    >>> sweep = jax.vmap(lambda eta: run(theta0, jax.random.key(0), plan.data(etas=eta[None])))
+    >>> runs = sweep(jnp.array([1.5, 3.0]))  # two step sizes, one compiled program
+    >>> np.round(np.asarray(runs.beta[:, -1]), 6).tolist()  # per token: η/d, -η/(d(d-1))
+    [[0.5, -0.25, -0.25], [1.0, -0.5, -0.5]]
   """
   if not layout.plain and not all(isinstance(slot.objective, plans.Population)
                                   for slot in slots):
@@ -224,14 +294,16 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
 def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squared",
           route: str = "auto", record_every: int = 1, key=None, num_seeds: int | None = None,
           tied="auto", max_risk: float = runner.MAX_VALUE) -> Run:
-  """Runs `plan` on `lang` from θ0 (default zero) and records the trajectory.
+  """Runs `plan` on `lang` from θ0 (default zero) and records the trajectory, by exact
+  population (or empirical) GD in one scan (docs/theory.md §5; tying: §3b).
 
   Args:
     lang: the language.
     plan: a lj.plans.Plan.
     theta0: per-token initial parameters; None is θ0 = 0 (no CLS).
     loss: "squared" (default), "logistic" or a callable.
-    route: population route for the objective and the records ("auto", "laplace", "lattice").
+    route: population route for the objective and the records ("auto", "laplace",
+      "lattice", "transfer", ...: a route of risk.ROUTES, §3).
     record_every: record every this many steps (and at the end).
     key: PRNG key for empirical objectives (default key 0).
     num_seeds: if given, vmaps the run over this many seeds split from `key`.
@@ -240,6 +312,14 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
 
   Returns:
     A Run (with a leading seed axis on every array when num_seeds is given).
+
+  Example:
+    >>> lang = lj.occurrence(3)  # p = ½, so E[1/n] = ln 2 (§4)
+    >>> run = lj.train(lang, lj.plans.output_only(3.0, 1))
+    >>> round(float(run.risk[0]), 6), round(float(run.risk[-1]), 6)  # ½, then ln(2)/4
+    (0.5, 0.173287)
+    >>> run.margin.tolist()  # output steps leave α = 0
+    [0.0, 0.0]
   """
   validation.require_float64("lj.train")
   languages.check_language(lang, "lj.train")
@@ -275,6 +355,28 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
   Attention group: W_Q, W_K; output group: W_V, w_o. Zero is a saddle of this
   form, so it starts at scale·N(0, 1) weights drawn from `key`. The Run's
   records are the (α, β) the weights realize, comparable with `train`.
+
+  Args:
+    lang: the language (§1b).
+    plan: a lj.plans.Plan.
+    key: PRNG key of the initial weights (and of empirical objectives).
+    scale: the initial weights' standard deviation.
+    width: the embedding width m; None for d (one-hot embeddings).
+    key_dim: the query/key width k of W_Q, W_K; None for m.
+    loss: "squared" (default), "logistic" or a callable.
+    route: population route for the objective and the records.
+    record_every: record every this many steps (and at the end).
+    max_risk: an objective above this marks the run diverged.
+
+  Returns:
+    A Run on every token (tied is False), with per-token α and β records.
+
+  Example:
+    >>> run = lj.train_kqv(lj.occurrence(3), lj.plans.output_only(3.0, 1), jax.random.key(0))
+    >>> run.alpha.shape, run.tied
+    ((2, 3), False)
+    >>> bool(jnp.all(run.alpha[1] == run.alpha[0]))  # an output step leaves W_Q, W_K
+    True
   """
   validation.require_float64("lj.train_kqv")
   languages.check_language(lang, "lj.train_kqv")
