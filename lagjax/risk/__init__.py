@@ -1,9 +1,11 @@
-"""Population risk by three routes that must agree (docs/theory.md section 3).
+"""Population risk by four routes that must agree (docs/theory.md section 3).
 
 `risk_fn` builds a route once (the expensive setup) and returns a `Route`
-whose `risk(params)` is jittable and differentiable. `population_risk`,
-`error_rate` and `sampled_risk` are eager conveniences that tie concrete
-parameters into their coarsest groups, size the route and evaluate it.
+whose `risk(params)` is jittable and differentiable. The routes are Laplace (§3a),
+lattice (§3b), sampled (§3c) and transfer (§3d), in the registry `ROUTES`.
+`population_risk`, `exact_error`, `error_rate` and `sampled_risk` are eager
+conveniences that tie concrete parameters into their coarsest groups, size the
+route and evaluate it.
 """
 
 from __future__ import annotations
@@ -36,13 +38,27 @@ from lagjax.risk.base import LOSSES, Route, get_loss
 
 
 class RouteSpec(NamedTuple):
-  """A route of the registry: what it supports and how it is built.
+  """A route of the registry `ROUTES`: what it supports and how it is built (§3).
 
-  supports(lang, loss) -> None, or one line saying what the language or loss lacks;
-  build(lang, partition, loss, cls, key, options) -> Route. Every route computes
-  the risk of the direct (α, β) model of docs/theory.md §2, with or without CLS;
-  any_layout routes also that of its last-token query and position tables (§2b),
-  reading which from the params.
+  Every route computes the risk of the direct (α, β) model of docs/theory.md §2, with or
+  without CLS; any_layout routes also that of its last-token query and position tables
+  (§2b), reading which from the params.
+
+  Attributes:
+    supports (Callable): (lang, loss) -> None, or one line saying what the language or
+      loss lacks (§1b).
+    build (Callable): (lang, partition, loss, cls, key, options) -> Route.
+    exact (bool): whether the route is exact (with a certified or quadrature bound) rather
+      than a Monte Carlo estimate; only exact routes are taken by route="auto".
+    any_layout (bool): whether the route also computes the last-token query and the
+      position tables (§2b).
+
+  Example:
+    >>> spec = lj.risk.ROUTES["laplace"]
+    >>> spec.exact, spec.any_layout
+    (True, False)
+    >>> spec.supports(lj.occurrence(4), "logistic")
+    "route 'laplace' is exact for loss 'squared' only; got loss 'logistic'"
   """
 
   supports: Callable
@@ -84,8 +100,32 @@ def _supports(name: str, lang, loss, layout: direct.Layout) -> str | None:
 
 def resolve_route(lang: languages.Language, loss, route: str,
                   layout: direct.Layout = direct.PLAIN) -> str:
-  """The route to use: `route` itself if it supports (lang, loss, layout), or for "auto" the
-  first exact route of AUTO_ORDER that does; otherwise one line naming what is missing."""
+  """The route to use (docs/theory.md §3): `route` itself if it supports (lang, loss, layout),
+  or for "auto" the first exact route of AUTO_ORDER that does.
+
+  Args:
+    lang: the language (§1b).
+    loss: "squared", "logistic" or a callable (f, y) -> ℓ.
+    route: "auto" or a name of ROUTES.
+    layout: the model's parts, direct.Layout (§2b); routes that are not any_layout
+      compute only the plain model.
+
+  Returns:
+    The route's name.
+
+  Raises:
+    ValueError: in one line naming the route, the language (its describe()) and what is
+      missing; for "auto", the reason of every exact route, and a pointer to
+      route='sampled'.
+
+  Example:
+    >>> lj.risk.resolve_route(lj.occurrence(4), "squared", "auto")
+    'laplace'
+    >>> lj.risk.resolve_route(lj.occurrence(4), "logistic", "auto")
+    'lattice'
+    >>> lj.risk.resolve_route(lj.data.regular_builtins.even_pairs(), "squared", "auto")
+    'transfer'
+  """
   languages.check_language(lang, "a risk route")
   get_loss(loss)
   if route == "auto":
@@ -107,8 +147,11 @@ def risk_fn(lang: languages.Language, *, loss="squared", route: str = "auto",
             query: str = "cls", positions: str = "none", key=None, **options) -> Route:
   """Builds a risk route on parameters tied on token groups `partition` (None: one per token).
 
+  The route is the one `resolve_route` picks (docs/theory.md §3); building it is the
+  expensive setup, its `risk(params)` is then jittable and differentiable.
+
   Args:
-    lang: the language.
+    lang: the language (§1b).
     loss: "squared", "logistic" or a callable (f, y) -> ℓ.
     route: "auto" (the first exact route that supports lang and loss), "laplace",
       "lattice", "transfer" or "sampled".
@@ -119,6 +162,20 @@ def risk_fn(lang: languages.Language, *, loss="squared", route: str = "auto",
       than the plain "cls", "none".
     key: PRNG key, required by the sampled route.
     **options: passed to the route's builder (step, num_points; tol, max_vectors; n_samples).
+
+  Returns:
+    A Route (`risk.base.Route`) whose risk takes "alpha" and "beta" of shape (G,) on the
+    G token groups of `partition`, plus the CLS scalars and the tables of the layout.
+
+  Example:
+    At θ = 0, f ≡ 0, so R = ½ and the output gradient is (-1/d, 1/(d(d-1)), …) (§4):
+
+    >>> route = lj.risk_fn(lj.occurrence(4))
+    >>> risk, grads = jax.jit(jax.value_and_grad(route.risk))(lj.init_params(4))
+    >>> route.name, round(float(risk), 6)
+    ('laplace', 0.5)
+    >>> np.round(np.asarray(grads["beta"]), 6).tolist()
+    [-0.25, 0.083333, 0.083333, 0.083333]
   """
   validation.require_float64("lj.risk_fn")
   validation.check_choice("query", query, direct.QUERIES)
@@ -129,7 +186,24 @@ def risk_fn(lang: languages.Language, *, loss="squared", route: str = "auto",
 
 @dataclasses.dataclass(frozen=True)
 class RiskResult:
-  """A risk (or 0-1 error) value with the route that computed it and its diagnostics."""
+  """A risk (or 0-1 error) value with the route that computed it and its diagnostics (§3).
+
+  `float(result)` is the value; the repr lists the diagnostics.
+
+  Attributes:
+    value (float): the risk R(θ) or the 0-1 error.
+    route (str): the route that computed it ("laplace", "lattice", "transfer", "sampled",
+      or for the error "threshold", "automaton").
+    details (dict): the route's diagnostics: grid coverage (quadrature routes), the
+      certified bound ("risk_bound", "error_bound"), the standard error ("stderr").
+
+  Example:
+    >>> result = lj.risk.RiskResult(0.5, "threshold", {"error_bound": 7e-13})
+    >>> float(result), result.route
+    (0.5, 'threshold')
+    >>> result
+    RiskResult(0.5, route='threshold', error_bound=7e-13)
+  """
 
   value: float
   route: str
@@ -195,7 +269,27 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
   else the transfer route (squared loss, automaton labels), sized like the Laplace
   route.
   route="sampled" estimates R on n_samples strings drawn with `key` (default key 0)
-  and gives the standard error in `details["stderr"]`.
+  and gives the standard error in `details["stderr"]` (docs/theory.md §3, §3c).
+
+  Args:
+    lang: the language (§1b).
+    theta: concrete per-token params {"alpha": (d,), "beta": (d,)}, with the CLS scalars
+      or position tables of any layout (§2b).
+    loss: "squared", "logistic" or a callable (f, y) -> ℓ.
+    route: "auto", "laplace", "lattice", "transfer" or "sampled".
+    tol: the probability mass the lattice route may leave out.
+    key: PRNG key of the sampled route.
+    n_samples: strings drawn by the sampled route.
+
+  Returns:
+    A RiskResult with the risk, the route, and the route's diagnostics in details.
+
+  Example:
+    At θ = 0, f ≡ 0, so R = ½ E y² = ½:
+
+    >>> result = lj.population_risk(lj.occurrence(4), lj.init_params(4))
+    >>> round(result.value, 6), result.route, result.details["grid_covered"]
+    (0.5, 'laplace', True)
   """
   validation.require_float64("lj.population_risk")
   languages.check_language(lang, "lj.population_risk")
@@ -227,8 +321,25 @@ def exact_error(lang: languages.Language, theta, *, tol: float = 1e-12) -> RiskR
   The route is error.choose's: "threshold" (y = +1 iff a token of L occurs, θ tied
   on the two token groups, O(N)), else "lattice" (enumeration), else "automaton" (a DP
   for regular languages on at most 3 token groups), each with the certified tail bound
-  in details["error_bound"]. Compiled once per (language,
+  in details["error_bound"] (docs/theory.md §3b, §3d). Compiled once per (language,
   partition, tol).
+
+  Args:
+    lang: the language (§1b).
+    theta: concrete per-token params, of any layout (§2b).
+    tol: the probability mass the route may leave out (its certified bound).
+
+  Returns:
+    A RiskResult with the error and details["error_bound"], or None.
+
+  Example:
+    With β = (1, 0, 0, 0) and α = 0, f = c_a/n: positive on every string with an a,
+    and 0, an error (sign 0 counts as one), on every other; so the error is P(y = -1) = ½.
+
+    >>> theta = {"alpha": jnp.zeros(4), "beta": jnp.array([1.0, 0.0, 0.0, 0.0])}
+    >>> result = lj.risk.exact_error(lj.occurrence(4), theta)
+    >>> round(result.value, 6), result.route, result.details["error_bound"] < 1e-12
+    (0.5, 'threshold', True)
   """
   validation.require_float64("lj.risk.exact_error")
   languages.check_language(lang, "lj.risk.exact_error")
@@ -254,9 +365,27 @@ def _exact_error(lang, partition, grouped, tol) -> RiskResult | None:
 
 def error_rate(lang: languages.Language, theta, *, key=None, n_samples: int = 10**5,
                tol: float = 1e-12) -> RiskResult:
-  """0-1 error P(sign f ≠ y): exact where feasible (`exact_error`), else sampled.
+  """0-1 error P(sign f ≠ y): exact where feasible (`exact_error`), else sampled (§3b, §3c).
 
   The result's `route` says which; a sampled value carries its standard error.
+
+  Args:
+    lang: the language (§1b).
+    theta: concrete per-token params, of any layout (§2b).
+    key: PRNG key of the sample (default key 0), where no exact route is feasible.
+    n_samples: strings in that sample.
+    tol: the probability mass an exact route may leave out.
+
+  Returns:
+    A RiskResult with the error, its route, and details["error_bound"] (exact) or
+    details["stderr"] and details["n_samples"] (sampled).
+
+  Example:
+    At θ = 0, f ≡ 0 and sign 0 counts as an error, so every string is one:
+
+    >>> result = lj.error_rate(lj.occurrence(4), lj.init_params(4))
+    >>> round(result.value, 6), result.route
+    (1.0, 'threshold')
   """
   validation.require_float64("lj.error_rate")
   languages.check_language(lang, "lj.error_rate")
@@ -272,7 +401,27 @@ def error_rate(lang: languages.Language, theta, *, key=None, n_samples: int = 10
 
 def sampled_risk(key, lang: languages.Language, theta, *, n_samples: int = 10**5,
                  loss="squared") -> tuple[float, float]:
-  """Monte Carlo estimate of R(θ) on n_samples fresh strings: (mean, standard error)."""
+  """Monte Carlo estimate of R(θ) on n_samples fresh strings (docs/theory.md §3c).
+
+  R̂ = (1/N) Σ_j ℓ_j, with standard error √((mean(ℓ²) - R̂²)/(N - 1)).
+
+  Args:
+    key: PRNG key of the sample.
+    lang: the language (§1b).
+    theta: concrete per-token params, of any layout (§2b).
+    n_samples: N, the strings drawn.
+    loss: "squared", "logistic" or a callable (f, y) -> ℓ.
+
+  Returns:
+    (mean, standard error), two floats.
+
+  Example:
+    At θ = 0 every string's loss is ½(0 - y)² = ½, so the estimate is exact:
+
+    >>> lang = lj.occurrence(4, length=lj.fixed(3))
+    >>> lj.sampled_risk(jax.random.key(0), lang, lj.init_params(4), n_samples=100)
+    (0.5, 0.0)
+  """
   validation.require_float64("lj.sampled_risk")
   languages.check_language(lang, "lj.sampled_risk")
   get_loss(loss)

@@ -3,8 +3,10 @@
 Since B > 0, sign f = sign A with A = Σ_i e^{s_i - s_max} v_i. For the direct model A is
 linear in the token-group counts c once the first token's group f and the last one's l
 are known (docs/theory.md §2b): with W_k[l, g] = e^{s} v of an entry of kind k (middle,
-first, last, both) in query row l (one row under the CLS query),
+first, last, both) in query row l (one row under the CLS query)::
+
     A = Σ_g c_g W_mid[l, g] + (W_first - W_mid)[l, f] + (W_last - W_mid)[l, l] + W_cls[l]
+
 for n ≥ 2, and A = W_both[l, l] + W_cls[l] for n = 1. The joint law of (automaton state,
 f, l, counts) after n tokens is propagated one token at a time,
 dist_{n+1}[r, f, g, c + e_g] = Σ_{q,l} dist_n[q, f, l, c] (Σ_{x∈g, δ(q,x)=r} π_x), and each
@@ -39,7 +41,26 @@ def _ends(partition: partition_lib.Partition, layout: direct.Layout) -> int:
 def supports(lang: languages.Language, partition: partition_lib.Partition,
              tol: float = 1e-12, layout: direct.Layout = direct.PLAIN) -> bool:
   """Whether the DP applies: a language with AutomatonLabels on at most MAX_GROUPS token
-  groups whose lengths up to the tail tol fit MAX_CELLS."""
+  groups whose lengths up to the tail tol fit MAX_CELLS (docs/theory.md §3d).
+
+  Args:
+    lang: the language.
+    partition: the token groups of the parameters.
+    tol: the length tail left out.
+    layout: the model's parts, direct.Layout (§2b): the last-token query or position
+      tables add the axes of the first and last token's group.
+
+  Returns:
+    True where the DP applies.
+
+  Example:
+    >>> pairs = lj.data.regular_builtins.even_pairs()
+    >>> lj.risk.automaton_error.supports(pairs, lj.partition.of_language(pairs))
+    True
+    >>> lang = lj.occurrence(4)  # labels from presence, not an automaton
+    >>> lj.risk.automaton_error.supports(lang, lj.partition.of_language(lang))
+    False
+  """
   if not isinstance(lang, languages.AutomatonLabels) or partition.num_groups > MAX_GROUPS:
     return False
   table, _, _ = lang.automaton()
@@ -59,8 +80,30 @@ def build(lang: languages.Language, partition: partition_lib.Partition, *, tol: 
           layout: direct.Layout = direct.PLAIN):
   """Builds error(params) -> (exact 0-1 error, tail bound) on grouped params of `layout`.
 
+  The DP over (automaton state, first group, last group, counts) of docs/theory.md §3d,
+  one token at a time up to N = truncation_length(L, tol); sign 0 counts as an error.
+
+  Args:
+    lang: a language with AutomatonLabels (supports holds).
+    partition: the token groups of the parameters (at most MAX_GROUPS).
+    tol: the length tail left out, the certified bound.
+    layout: the model's parts, direct.Layout (§2b).
+
+  Returns:
+    error(params) -> (0-1 error, tail bound).
+
   Raises:
     ValueError: if `supports` is False (one line saying why).
+
+  Example:
+    With β = (1, 1), f ≡ 1 predicts y = +1 on every string, so the error is
+    P(y = -1) = 0.45 on even pairs under Geometric(0.1) (P(y = +1) = ½ + P(n = 1)/2):
+
+    >>> pairs = lj.data.regular_builtins.even_pairs()
+    >>> error = jax.jit(lj.risk.automaton_error.build(pairs, lj.partition.of_language(pairs)))
+    >>> value, bound = error({"alpha": jnp.array([2.0, -1.0]), "beta": jnp.ones(2)})
+    >>> round(float(value), 6), bool(bound < 1e-12)
+    (0.45, True)
   """
   if not supports(lang, partition, tol, layout):
     raise ValueError(f"the automaton error route needs AutomatonLabels on at most {MAX_GROUPS} "

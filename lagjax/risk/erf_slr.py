@@ -36,6 +36,21 @@ def owens_t(h, omega):
 
   A fixed 20-point Gauss–Legendre rule: absolute error <= 1e-25 for every real h
   (docs/theory.md §7b). Jittable and differentiable in h and ω; broadcasts.
+
+  Args:
+    h: real h (any shape).
+    omega: ω in [0, 1] (broadcast against h).
+
+  Returns:
+    T(h, ω), of the broadcast shape.
+
+  Example:
+    T(0, ω) = arctan(ω)/(2π), so T(0, 1) = 1/8:
+
+    >>> round(float(lj.risk.erf_slr.owens_t(0.0, 1.0)), 12)
+    0.125
+    >>> round(float(lj.risk.erf_slr.owens_t(1.5, 0.0)), 12)
+    0.0
   """
   h, omega = jnp.asarray(h)[..., None], jnp.asarray(omega)[..., None]
   x2 = (0.5 * omega * (1.0 + _GL_POINTS)) ** 2
@@ -52,10 +67,27 @@ def _tilt(a, s2):
 def erf_moments(a, s2):
   """Expectations of erf and erf² and their derivatives at u ~ N(a, s2) (docs/theory.md §7b).
 
+  Args:
+    a: the mean of u.
+    s2: the variance of u, >= 0.
+
   Returns:
     (E erf(u), E erf'(u), E erf''(u), E erf²(u), E (erf²)'(u), E (erf²)''(u)),
     closed forms except E erf² = 1 - 8 T(√2 a/√(1+2 s2), 1/√(1+4 s2)) (Owen's T).
     Written without differences of large terms, so exact to rounding for any a and s2 >= 0.
+
+  Example:
+    At s2 = 0, u = a: erf'(0) = 2/√π, (erf²)''(0) = 2 erf'(0)² = 8/π, the rest 0 at a = 0:
+
+    >>> erf_moments = jax.jit(lj.risk.erf_slr.erf_moments)
+    >>> [round(float(x), 6) + 0.0 for x in erf_moments(0.0, 0.0)]  # + 0.0: -0.0 prints as 0.0
+    [0.0, 1.128379, 0.0, 0.0, 0.0, 2.546479]
+
+    At a = 0, E erf²(u) = (2/π) arcsin(2 s2/(1 + 2 s2)), the classical value:
+
+    >>> q0 = erf_moments(0.0, 1.0)[3]
+    >>> round(float(q0), 6), round(float(2 / np.pi * np.arcsin(2 / 3)), 6)
+    (0.464559, 0.464559)
   """
   spread = 1.0 + 2.0 * s2
   w, tilted_mean, tilted_var = _tilt(a, s2)
@@ -176,6 +208,14 @@ def erf_population_risk(task: base.Task, k, v, lam) -> jax.Array:
   Returns:
     The scalar risk. Values (unit norm, λ > 0) are checked on concrete inputs;
     under jit or grad only shapes are.
+
+  Example:
+    As λ → 0, T → 0 and R → γ² + σ² = 1 + 0.01 (the task's defaults):
+
+    >>> task = lj.tasks.get_task("slr", m=4)
+    >>> k = v = jnp.array([1.0, 0.0, 0.0, 0.0])
+    >>> round(float(lj.risk.erf_slr.erf_population_risk(task, k, v, 1e-9)), 6)
+    1.01
   """
   validation.require_float64("lj.risk.erf_slr.erf_population_risk")
   task = _check_slr_task(task, "erf_population_risk")
@@ -185,17 +225,27 @@ def erf_population_risk(task: base.Task, k, v, lam) -> jax.Array:
 
 
 def make_erf_objective(task: base.Task, lam):
-  """The exact-population objective of the erf model for a plan runner.
+  """The exact-population objective of the erf model for a plan runner (docs/theory.md §7b).
 
   Args:
     task: the SLR task.
     lam: λ > 0, finite (fixed during training).
 
   Returns:
-    objective(params, step, phase) -> (risk, grads) for params {"k": (m,), "v": (m,)}
+    objective(params, step, phase) -> (risk, grads) for params {"k" (m,), "v" (m,)}
     (groups: models.erf_slr.GROUPS); risk is erf_population_risk's E[(T - y)²] and grads
     its Euclidean gradient (exact off the sphere too, so projected GD is exact).
     step and phase are ignored: the route is deterministic.
+
+  Example:
+    At k = 0 (off the sphere), T ≡ 0 and R = γ² + σ² = 1.01 (the task's defaults; §7b):
+
+    >>> task = lj.tasks.get_task("slr", m=4)
+    >>> objective = lj.risk.erf_slr.make_erf_objective(task, lam=1.0)
+    >>> risk, grads = objective({"k": jnp.zeros(4), "v": jnp.array([1.0, 0.0, 0.0, 0.0])},
+    ...                         0, 0)
+    >>> round(float(risk), 6), grads["k"].shape
+    (1.01, (4,))
   """
   validation.require_float64("lj.risk.erf_slr.make_erf_objective")
   task = _check_slr_task(task, "make_erf_objective")

@@ -1,14 +1,18 @@
 """0-1 error routes; the exact one for two-group partitions by per-length thresholds.
 
-For occurrence/any_of with θ tied on the language's two groups (L = the
-letters, R = the rest), f has the sign of the numerator
+docs/theory.md §3b. For occurrence/any_of with θ tied on the language's two groups (L = the
+letters, R = the rest), f has the sign of the numerator::
+
     num(c, n) = c u_L β_L + (n - c) u_R β_R + u_0 β_0,
-c = #letters of L in w, n = |w|, u = e^{α - α_max} (u_0 β_0 = 0 without CLS).
+
+c = #letters of L in w, n = the length of w, u = e^{α - α_max} (u_0 β_0 = 0 without CLS).
 Strings with c = 0 have y = -1 (error iff num >= 0); strings with c >= 1 have
 y = +1 (error iff num <= 0). num is linear in c, so for each n the erroneous c
-in 1 <= c <= n - 1 form an interval, and
+in 1 <= c <= n - 1 form an interval, and::
+
     P(error) = Σ_{n<=N} P(n) [P(c=0|n) 1{num(0,n) >= 0} + P(c=n|n) 1{num(n,n) <= 0}
                               + P(c ∈ interval | n)],
+
 with c | n ~ Binomial(n, π_L). The binomial CDFs for n <= N are tabulated once,
 so each evaluation costs O(N); the dropped tail is at most P(n > N).
 """
@@ -34,7 +38,22 @@ ERROR_SAMPLES = 20_000
 
 def supports(lang: languages.Language, partition: partition_lib.Partition) -> bool:
   """Whether the threshold route applies: y = +1 iff a token of L occurs
-  (PresenceLabels.positive_if_any), on the two token groups L and the rest."""
+  (PresenceLabels.positive_if_any), on the two token groups L and the rest (§3b).
+
+  Args:
+    lang: the language.
+    partition: the token groups of the parameters.
+
+  Returns:
+    True where the threshold route applies.
+
+  Example:
+    >>> lang = lj.occurrence(4)
+    >>> lj.risk.error.supports(lang, lj.partition.of_language(lang))
+    True
+    >>> lj.risk.error.supports(lang, lj.partition.singletons(4))
+    False
+  """
   letters = lang.positive_if_any if isinstance(lang, languages.PresenceLabels) else None
   return (letters is not None and partition.num_groups == 2
           and any(set(b) == set(letters) for b in partition.blocks))
@@ -43,9 +62,31 @@ def supports(lang: languages.Language, partition: partition_lib.Partition) -> bo
 def build(lang: languages.Language, partition: partition_lib.Partition, *, tol: float = 1e-12):
   """Builds error(params) -> (exact 0-1 error, tail bound) on grouped params (G = 2).
 
+  The per-length thresholds of docs/theory.md §3b: O(N) per evaluation, the binomial
+  CDFs tabulated once for n <= N, the tail P(n > N) <= tol left out.
+
+  Args:
+    lang: an occurrence/any_of language (supports holds).
+    partition: its two token groups, L and the rest.
+    tol: the length tail left out, the certified bound.
+
+  Returns:
+    error(params) -> (0-1 error, tail bound), on params with "alpha" and "beta" of shape
+    (2,) [and the CLS scalars].
+
   Raises:
     ValueError: if the partition is not the two-group partition of an
       occurrence/any_of language, or the lengths needed exceed MAX_TABLE_LENGTH.
+
+  Example:
+    With β = (1, 0) and α = 0, f = c_a/n: right on every string with an a, and 0 (an
+    error) on every other, so the error is P(y = -1) = ½:
+
+    >>> lang = lj.occurrence(4)
+    >>> error = jax.jit(lj.risk.error.build(lang, lj.partition.of_language(lang)))
+    >>> value, bound = error({"alpha": jnp.zeros(2), "beta": jnp.array([1.0, 0.0])})
+    >>> round(float(value), 6), bool(bound < 1e-12)
+    (0.5, True)
   """
   if not supports(lang, partition):
     raise ValueError(f"the threshold error route needs labels 'some token of L occurs' on two "
@@ -118,7 +159,29 @@ def sampled(lang: languages.Language, partition: partition_lib.Partition, n_samp
 
   `sampler(key, lang, n)` draws the count vectors (sampling.sample_counts or
   sampling.sample_counts_poisson). Its standard error is at most
-  sqrt(e (1 - e) / n_samples) for true error e.
+  sqrt(e (1 - e) / n_samples) for true error e (docs/theory.md §3b).
+
+  Args:
+    lang: a language with PresenceLabels (labels from counts).
+    partition: the token groups of the parameters.
+    n_samples: the strings drawn, once, with a fixed key.
+    sampler: draws (count vectors, labels).
+
+  Returns:
+    report(params) -> a dict whose "error" is the sample's 0-1 error.
+
+  Example:
+    A sampler that returns two fixed strings, "a c c" and "b c d", in place of fresh ones.
+    With β = (1, 0) and α = 0, f = c_a/n is right on the first and 0 (an error) on the
+    second:
+
+    >>> lang = lj.occurrence(4)
+    >>> def two_strings(key, lang, n):
+    ...   counts = jnp.array([[1.0, 0.0, 2.0, 0.0], [0.0, 1.0, 1.0, 1.0]])
+    ...   return counts, lang.label_counts(counts)
+    >>> report = lj.risk.error.sampled(lang, lj.partition.of_language(lang), 2, two_strings)
+    >>> float(jax.jit(report)({"alpha": jnp.zeros(2), "beta": jnp.array([1.0, 0.0])})["error"])
+    0.5
   """
   counts, labels = sampler(jax.random.key(2**31 - 1), lang, n_samples)
   identity = np.array_equal(partition.index, np.arange(lang.d))
@@ -142,6 +205,25 @@ def choose(lang: languages.Language, partition: partition_lib.Partition,
   counts, docs/theory.md §3d) for a regular language on at most 3 token groups. Under the
   last query or position tables only the DP applies (it also tracks the first and last
   token). The one place where this is decided.
+
+  Args:
+    lang: the language (§1b).
+    partition: the token groups of the parameters.
+    tol: the probability mass an exact route may leave out.
+    layout: the model's parts, direct.Layout (§2b).
+
+  Returns:
+    "threshold", "lattice", "automaton" or None.
+
+  Example:
+    >>> lang = lj.occurrence(4)
+    >>> lj.risk.error.choose(lang, lj.partition.of_language(lang))
+    'threshold'
+    >>> lj.risk.error.choose(lang, lj.partition.singletons(4))
+    'lattice'
+    >>> pairs = lj.data.regular_builtins.even_pairs()
+    >>> lj.risk.error.choose(pairs, lj.partition.of_language(pairs))
+    'automaton'
   """
   if not layout.plain:
     return "automaton" if automaton_error.supports(lang, partition, tol, layout) else None
@@ -161,7 +243,28 @@ def best_route(lang, partition, error_samples: int = ERROR_SAMPLES,
                sampler=sampling.sample_counts, layout: direct.Layout = direct.PLAIN):
   """report(params) -> {"error": ...} by the route `choose` picks, else on a fixed sample of
   `error_samples` strings (count vectors drawn by `sampler`, or token strings where the
-  label or the model depends on order); returns (report, route name)."""
+  label or the model depends on order); returns (report, route name).
+
+  The exact routes of docs/theory.md §3b and §3d, the sampled fallback of §3c.
+
+  Args:
+    lang: the language (§1b).
+    partition: the token groups of the parameters.
+    error_samples: the sample's size where no exact route is feasible.
+    sampler: draws count vectors (labels from counts).
+    layout: the model's parts, direct.Layout (§2b).
+
+  Returns:
+    (report, name), with report(params) -> a dict with "error", and the route's name
+    ("threshold", "lattice", "automaton" or "sampled").
+
+  Example:
+    >>> lang = lj.occurrence(4)
+    >>> report, name = lj.risk.error.best_route(lang, lj.partition.of_language(lang))
+    >>> theta = {"alpha": jnp.zeros(2), "beta": jnp.array([1.0, 0.0])}
+    >>> name, round(float(jax.jit(report)(theta)["error"]), 6)  # P(y = -1), as in build
+    ('threshold', 0.5)
+  """
   name = choose(lang, partition, layout=layout)
   if name == "threshold":
     threshold = build(lang, partition)

@@ -3,8 +3,10 @@
 With tokens tied in G groups, f depends on w only through the group counts
 c ∈ N^G. Enumerating every c with n = Σc ≤ N, weighted by
 P(n) · n!/Π c_g! · Π π_g^{c_g}, gives the risk of any loss and the exact 0-1
-error up to the mass left out, certified by
+error up to the mass left out, certified by::
+
     |R - R_N| <= (P(n > N) + dropped) · sup ℓ,  sup ℓ over |f| <= max|β|.
+
 N is the smallest length with P(n > N) <= tol/2, and the lightest count vectors
 are dropped while their total weight stays <= tol/2 (most of the N^G/G! vectors
 lie deep in the multinomial tails), so the mass left out is <= tol.
@@ -27,12 +29,36 @@ MAX_VECTORS = 5_000_000
 
 
 def num_count_vectors(num_groups: int, n_max: int) -> int:
-  """#{c ∈ N^G : 1 <= Σc <= N} = C(N + G, G) - 1."""
+  """#{c ∈ N^G : 1 <= Σc <= N} = C(N + G, G) - 1, the size of the enumeration (§3b).
+
+  Args:
+    num_groups: G, the number of token groups.
+    n_max: N, the longest length enumerated.
+
+  Returns:
+    The number of count vectors, an int.
+
+  Example:
+    >>> lj.risk.lattice.num_count_vectors(2, 3)  # C(5, 2) - 1
+    9
+  """
   return math.comb(n_max + num_groups, num_groups) - 1
 
 
 def count_vectors(num_groups: int, n_max: int) -> np.ndarray:
-  """All c ∈ N^G with 1 <= Σc <= n_max, shape (C(N+G, G) - 1, G)."""
+  """All c ∈ N^G with 1 <= Σc <= n_max, shape (C(N+G, G) - 1, G) (docs/theory.md §3b).
+
+  Args:
+    num_groups: G, the number of token groups.
+    n_max: N, the longest length enumerated.
+
+  Returns:
+    The count vectors as rows of an int64 array (C(N+G, G) - 1, G).
+
+  Example:
+    >>> lj.risk.lattice.count_vectors(2, 2).tolist()
+    [[0, 1], [0, 2], [1, 0], [1, 1], [2, 0]]
+  """
   rows = np.zeros((1, 0), dtype=np.int64)
   remaining = np.array([n_max])
   for _ in range(num_groups):
@@ -46,7 +72,29 @@ def count_vectors(num_groups: int, n_max: int) -> np.ndarray:
 
 def log_weights(counts: np.ndarray, group_masses: np.ndarray,
                 law: lengths_lib.LengthLaw) -> np.ndarray:
-  """log[P(n) · n!/Π c_g! · Π π_g^{c_g}] for each count vector."""
+  """log[P(n) · n!/Π c_g! · Π π_g^{c_g}] for each count vector (docs/theory.md §3b).
+
+  Given n, the token-group counts are multinomial with probabilities π_g; log-factorials
+  are cumulative sums of logs, so no factorial overflows.
+
+  Args:
+    counts: count vectors (C, G), with n = Σ_g c_g.
+    group_masses: π_g (G,).
+    law: the length law, P(n).
+
+  Returns:
+    The log weights (C,).
+
+  Example:
+    Strings of length 2 over token groups of mass ¼ and ¾: the counts (0, 2), (1, 1),
+    (2, 0) weigh (¾)², 2·¼·¾, (¼)², and the length-1 vectors nothing:
+
+    >>> counts = lj.risk.lattice.count_vectors(2, 2)
+    >>> weights = np.exp(lj.risk.lattice.log_weights(counts, np.array([0.25, 0.75]),
+    ...                                              lj.fixed(2)))
+    >>> np.round(weights, 6).tolist()
+    [0.0, 0.5625, 0.0, 0.375, 0.0625]
+  """
   n = counts.sum(axis=1)
   log_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n.max() + 1.0)))])
   multinomial = log_factorial[n] - log_factorial[counts].sum(axis=1)
@@ -54,14 +102,31 @@ def log_weights(counts: np.ndarray, group_masses: np.ndarray,
 
 
 def supports(lang: languages.Language, loss) -> str | None:
-  """None if this route is exact for (lang, loss) (any loss), else what is missing."""
+  """None if this route is exact for (lang, loss) (any loss), else what is missing (§1b, §3b).
+
+  Args:
+    lang: the language; it must declare PresenceLabels.
+    loss: the loss (any).
+
+  Returns:
+    None, or one line saying what is missing.
+
+  Example:
+    >>> print(lj.risk.lattice.supports(lj.occurrence(4), "logistic"))
+    None
+    >>> lj.risk.lattice.supports(lj.data.regular_builtins.even_pairs(), "squared")
+    'even_pairs(d=2, states=5) does not declare PresenceLabels (labels from token counts)'
+  """
   del loss
   return languages.missing(lang, languages.PresenceLabels, "labels from token counts")
 
 
 def build(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
           loss="squared", tol: float = 1e-12, max_vectors: int = MAX_VECTORS) -> base.Route:
-  """Builds the lattice risk on grouped parameters.
+  """Builds the lattice risk on grouped parameters (docs/theory.md §3b).
+
+  R = Σ_c weight(c) ℓ(f(c), y(c)) over the kept count vectors, and
+  ``|R - R_kept| <= (P(n > N) + dropped) · sup ℓ`` (report["risk_bound"]).
 
   Args:
     lang: the language; the partition must refine `partition.of_language(lang)`.
@@ -73,6 +138,18 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
 
   Returns:
     A Route; report(params) gives risk, exact 0-1 error and the certified bound.
+
+  Example:
+    At θ = 0, f ≡ 0: the logistic loss is log 2 on every string, and every string is a
+    0-1 error (sign 0 counts as one):
+
+    >>> lang = lj.occurrence(4)
+    >>> route = lj.risk.lattice.build(lang, lj.partition.of_language(lang), loss="logistic")
+    >>> out = jax.jit(route.report)({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)})
+    >>> round(float(out["risk"]), 6), round(float(out["error"]), 6)
+    (0.693147, 1.0)
+    >>> bool(out["risk_bound"] < 1e-12), int(out["n_max"])
+    (True, 70)
   """
   partition = partition or partition_lib.singletons(lang.d)
   if not 0 < tol < 1:

@@ -25,7 +25,23 @@ CHUNK = 4096
 
 
 class Batch(NamedTuple):
-  """Padded strings: tokens (B, n_max) int, mask (B, n_max) bool, labels (B,), weight (B,)."""
+  """Padded strings: tokens (B, n_max) int, mask (B, n_max) bool, labels (B,), weight (B,).
+
+  One chunk of a bucket of the sampled route (docs/theory.md §3c); rows past the sample
+  are padding, with weight 0.
+
+  Attributes:
+    tokens (jax.Array): token ids (B, n_max), int.
+    mask (jax.Array): True at real positions (B, n_max), bool.
+    labels (jax.Array): y ∈ {-1, +1} (B,).
+    weight (jax.Array): 1 for a drawn string, 0 for a padding row (B,).
+
+  Example:
+    >>> lang = lj.occurrence(4, length=lj.fixed(3))
+    >>> batch = lj.risk.sampled.sample_batches(jax.random.key(0), lang, 100)[0]
+    >>> batch.tokens.shape, int(batch.mask.sum()), int(batch.weight.sum())
+    ((128, 8), 300, 100)
+  """
 
   tokens: jax.Array
   mask: jax.Array
@@ -34,7 +50,18 @@ class Batch(NamedTuple):
 
 
 def bucket_length(n: int) -> int:
-  """Smallest power of two >= n (at least 8)."""
+  """Smallest power of two >= n (at least 8): the bucket width max(8, 2^⌈log₂ n⌉) (§3c).
+
+  Args:
+    n: a string length (or a sample size, for the rows of a chunk).
+
+  Returns:
+    The bucket width, an int.
+
+  Example:
+    >>> [lj.risk.sampled.bucket_length(n) for n in (1, 8, 9, 100)]
+    [8, 8, 16, 128]
+  """
   return max(8, 1 << int(np.ceil(np.log2(max(n, 1)))))
 
 
@@ -51,7 +78,29 @@ def _draw_chunk(lang: languages.Language, key, lengths, width: int) -> Batch:
 
 def sample_batches(key, lang: languages.Language, n_samples: int,
                    chunk: int = CHUNK) -> list[Batch]:
-  """Draws n_samples strings of `lang`, bucketed by length into padded chunks of `chunk` rows."""
+  """Draws n_samples strings of `lang`, bucketed by length into padded chunks of `chunk` rows.
+
+  Lengths n ~ L first, then tokens iid π by inverse CDF (docs/theory.md §3c). Each string
+  goes to the bucket of width bucket_length(n), and each bucket is cut into chunks of
+  min(chunk, bucket_length(n_samples)) rows: a handful of static shapes.
+
+  Args:
+    key: PRNG key.
+    lang: the language (§1b).
+    n_samples: the number of strings, >= 2.
+    chunk: the most rows of a chunk.
+
+  Returns:
+    A list of Batch, the padding rows with weight 0.
+
+  Example:
+    Length 3 fits the bucket of width 8; 100 strings fill one chunk of 128 rows:
+
+    >>> lang = lj.occurrence(4, length=lj.fixed(3))
+    >>> batches = lj.risk.sampled.sample_batches(jax.random.key(0), lang, 100)
+    >>> len(batches), batches[0].tokens.shape
+    (1, (128, 8))
+  """
   validation.check_int("n_samples", n_samples, 2, integral_floats=True)
   length_key, token_key = jax.random.split(key)
   lengths = np.asarray(lang.length.sample(length_key, (int(n_samples),)))
@@ -84,7 +133,19 @@ def _chunk_sums(partition: partition_lib.Partition, loss_fn, params, batch: Batc
 
 
 def supports(lang: languages.Language, loss) -> str | None:
-  """The sampled route reads only label_tokens, which every Language has."""
+  """The sampled route reads only label_tokens, which every Language has (§1b, §3c).
+
+  Args:
+    lang: the language.
+    loss: the loss (any).
+
+  Returns:
+    None, since every language and loss is supported.
+
+  Example:
+    >>> print(lj.risk.sampled.supports(lj.occurrence(4), "logistic"))
+    None
+  """
   del lang, loss
   return None
 
@@ -94,7 +155,32 @@ def build(key, lang: languages.Language, partition: partition_lib.Partition | No
   """Builds a Monte Carlo risk on a fixed sample of n_samples strings.
 
   The sample is drawn once, so risk(params) is a deterministic, differentiable
-  empirical risk; report(params) adds its standard error and the 0-1 error.
+  empirical risk; report(params) adds its standard error and the 0-1 error
+  (docs/theory.md §3c)::
+
+    R̂ = (1/N) Σ_j ℓ_j,          SE = √( (mean(ℓ²) - R̂²) / (N - 1) )
+
+  Args:
+    key: PRNG key of the sample.
+    lang: the language (§1b).
+    partition: token groups of tied parameters; None means one group per token.
+    loss: "squared", "logistic" or a callable (f, y) -> ℓ.
+    n_samples: N, the strings drawn.
+
+  Returns:
+    A Route whose report(params) gives risk, stderr, error, error_stderr and n_samples;
+    it takes params of any layout (§2b).
+
+  Example:
+    At θ = 0 every string's squared loss is ½ and every string is a 0-1 error (sign 0
+    counts as one), so both standard errors are 0:
+
+    >>> lang = lj.occurrence(4, length=lj.fixed(3))
+    >>> route = lj.risk.sampled.build(jax.random.key(0), lang, lj.partition.of_language(lang),
+    ...                               n_samples=100)
+    >>> report = route.report({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)})
+    >>> [round(float(report[k]), 6) for k in ("risk", "stderr", "error", "error_stderr")]
+    [0.5, 0.0, 1.0, 0.0]
   """
   partition = partition or partition_lib.singletons(lang.d)
   batches = sample_batches(key, lang, n_samples)

@@ -11,7 +11,7 @@ Laplace route's identities, now in the order the automaton reads them. The lengt
 law gives both derivatives exactly (matrix_pgf_derivatives: the resolvent in closed
 form for geometric lengths, nested jax.jvp otherwise). The quadrature in x = log t,
 its windows and its kernels are the Laplace route's, with the same error bound, since ‖T(s=0)‖_∞ ≤ 1
-in the strip |Im x| < π/2 just as |M| ≤ 1 there.
+in the strip ``|Im x| < π/2`` just as ``|M| ≤ 1`` there.
 """
 
 from __future__ import annotations
@@ -33,14 +33,46 @@ CLASS_WEIGHTS = ("population", "balanced")
 
 
 def supports(lang: languages.Language, loss) -> str | None:
-  """None if this route is exact for (lang, loss), else what is missing (one line)."""
+  """None if this route is exact for (lang, loss), else what is missing (one line; §1b, §3d).
+
+  Args:
+    lang: the language; it must declare AutomatonLabels.
+    loss: the loss; only "squared".
+
+  Returns:
+    None, or one line saying what is missing.
+
+  Example:
+    >>> print(lj.risk.transfer.supports(lj.data.regular_builtins.even_pairs(), "squared"))
+    None
+    >>> lj.risk.transfer.supports(lj.occurrence(4), "squared")
+    'occurrence(d=4, letters=(0,)) does not declare AutomatonLabels (a DFA that decides the label)'
+  """
   if loss != "squared":
     return f"route 'transfer' is exact for loss 'squared' only; got loss {loss!r}"
   return languages.missing(lang, languages.AutomatonLabels, "a DFA that decides the label")
 
 
 def group_letter_matrices(lang: languages.Language, partition: partition_lib.Partition):
-  """Σ_{x∈g} π_x P_x for every token group g (G, Q, Q), with P_x[q, r] = 1{δ(q, x) = r}."""
+  """Σ_{x∈g} π_x P_x for every token group g (G, Q, Q), with P_x[q, r] = 1{δ(q, x) = r}.
+
+  Tied parameters enter the transfer matrix through these (docs/theory.md §3d).
+
+  Args:
+    lang: a language with AutomatonLabels.
+    partition: the token groups.
+
+  Returns:
+    The matrices, a NumPy array (G, Q, Q).
+
+  Example:
+    Each P_x has one 1 per row, so the rows of Σ_g Σ_{x∈g} π_x P_x sum to Σ_x π_x = 1:
+
+    >>> pairs = lj.data.regular_builtins.even_pairs()
+    >>> letters = lj.risk.transfer.group_letter_matrices(pairs, lj.partition.of_language(pairs))
+    >>> letters.shape, letters.sum(0).sum(1).tolist()
+    ((2, 5, 5), [1.0, 1.0, 1.0, 1.0, 1.0])
+  """
   table, _, _ = lang.automaton()
   return np.stack([regular.transfer_matrix(table, np.where(partition.index == g, lang.pi_array,
                                                             0.0))
@@ -49,7 +81,21 @@ def group_letter_matrices(lang: languages.Language, partition: partition_lib.Par
 
 def num_windows(groups: int, layout: direct.Layout) -> int:
   """Score windows of the quadrature: one per kind of position (middle, and with position
-  tables first, last, both) and token group, plus the CLS token."""
+  tables first, last, both) and token group, plus the CLS token (docs/theory.md §3d).
+
+  Args:
+    groups: G, the number of token groups.
+    layout: the model's parts, direct.Layout (§2b).
+
+  Returns:
+    The number of windows, an int.
+
+  Example:
+    >>> Layout = lj.models.direct.Layout
+    >>> lj.risk.transfer.num_windows(2, Layout()), lj.risk.transfer.num_windows(
+    ...     2, Layout(cls=True, positions="first_last"))
+    (2, 9)
+  """
   return (4 if layout.positions == "first_last" else 1) * groups + int(layout.cls)
 
 
@@ -57,9 +103,25 @@ def entry_table(params):
   """Scores and values of every kind of position (docs/theory.md §3d), one row per
   last-token group c (a single row under the CLS query).
 
-  Returns scores, values (C, E) with entries [middle, first, last, both] per token group
-  (middle only without position tables) and the CLS token last; and last_groups (C, G),
-  the token groups the last token may take in that row.
+  A first (α + α^F, β + β^F), last (α + α^L, β + β^L) or only (both added) position has
+  its own entry; under the last query the scores are the row α[c, ·] of the last group c.
+
+  Args:
+    params: grouped params of any layout (§2b).
+
+  Returns:
+    scores, values (C, E) with entries [middle, first, last, both] per token group
+    (middle only without position tables) and the CLS token last; and last_groups (C, G),
+    the token groups the last token may take in that row.
+
+  Example:
+    >>> params = lj.init_params(2, cls=True, positions="first_last")
+    >>> params["alpha_first"] = jnp.array([1.0, 2.0])
+    >>> scores, values, last_groups = lj.risk.transfer.entry_table(params)
+    >>> scores.tolist()  # [middle, first, last, both] × 2 groups, then CLS
+    [[0.0, 0.0, 1.0, 2.0, 0.0, 0.0, 1.0, 2.0, 0.0]]
+    >>> lj.risk.transfer.entry_table(lj.init_params(2, query="last"))[0].shape
+    (2, 2)
   """
   beta = params["beta"]
   groups = beta.shape[0]
@@ -83,21 +145,70 @@ def entry_table(params):
 
 def entry_kinds(weights, groups: int, positions: bool):
   """entry_table's last axis as (..., 4, G): [middle, first, last, both] per token group;
-  without position tables all four kinds are the middle entries."""
+  without position tables all four kinds are the middle entries (docs/theory.md §3d).
+
+  Args:
+    weights: an array whose last axis is entry_table's (E,).
+    groups: G, the number of token groups.
+    positions: whether the params have position tables.
+
+  Returns:
+    The entries as (..., 4, G).
+
+  Example:
+    >>> weights = jnp.arange(9.0)[None]  # 2 groups with position tables, then CLS
+    >>> lj.risk.transfer.entry_kinds(weights, 2, True)[0].tolist()
+    [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]
+    >>> lj.risk.transfer.entry_kinds(weights[:, :2], 2, False)[0].tolist()
+    [[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]
+  """
   if positions:
     return weights[..., :4 * groups].reshape(weights.shape[:-1] + (4, groups))
   return jnp.broadcast_to(weights[..., None, :groups], weights.shape[:-1] + (4, groups))
 
 
 def points_needed(lang: languages.Language, params, step: float = laplace.STEP) -> int:
-  """Lattice points the merged windows of the worst row need, for concrete params."""
+  """Lattice points the merged windows of the worst row need, for concrete params (§3a, §3d).
+
+  Args:
+    lang: the language (for the window's extent).
+    params: concrete grouped params of any layout (§2b).
+    step: the lattice step h.
+
+  Returns:
+    The number of points, an int.
+
+  Example:
+    One window at θ = 0 (E[n] = 10 for even pairs); a first-position score 100 below
+    the rest needs a second:
+
+    >>> pairs = lj.data.regular_builtins.even_pairs()
+    >>> params = lj.init_params(2, positions="first_last")
+    >>> lj.risk.transfer.points_needed(pairs, params)
+    181
+    >>> params["alpha_first"] = jnp.array([-100.0, -100.0])
+    >>> lj.risk.transfer.points_needed(pairs, params)
+    362
+  """
   scores, _, _ = entry_table(params)
   return max(laplace.points_needed(lang, row, step) for row in np.asarray(scores))
 
 
 class Automaton(NamedTuple):
   """A DFA on token groups as arrays (traceable, so languages can be vmapped): letters
-  (G, Q, Q) = Σ_{x∈g} π_x P_x, accepting (Q,) 0/1, start (Q,) one-hot."""
+  (G, Q, Q) = Σ_{x∈g} π_x P_x, accepting (Q,) 0/1, start (Q,) one-hot (§1c, §3d).
+
+  Attributes:
+    letters (jax.Array): Σ_{x∈g} π_x P_x per token group (G, Q, Q).
+    accepting (jax.Array): 1.0 at accepting states (Q,).
+    start (jax.Array): the start state, one-hot (Q,).
+
+  Example:
+    >>> pairs = lj.data.regular_builtins.even_pairs()
+    >>> automaton = lj.risk.transfer.automaton_arrays(pairs)
+    >>> automaton.letters.shape, automaton.accepting.tolist(), automaton.start.tolist()
+    ((2, 5, 5), [1.0, 1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0])
+  """
 
   letters: jax.Array
   accepting: jax.Array
@@ -106,6 +217,24 @@ class Automaton(NamedTuple):
 
 def automaton_arrays(lang: languages.Language,
                      partition: partition_lib.Partition | None = None) -> Automaton:
+  """The automaton of `lang` on token groups `partition` as arrays (docs/theory.md §3d).
+
+  Args:
+    lang: a language with AutomatonLabels.
+    partition: the token groups; None means one group per token.
+
+  Returns:
+    An Automaton.
+
+  Example:
+    Even pairs accepts the empty prefix and the states where the first symbol equals the
+    last:
+
+    >>> pairs = lj.data.regular_builtins.even_pairs()
+    >>> automaton = lj.risk.transfer.automaton_arrays(pairs, lj.partition.of_language(pairs))
+    >>> automaton.letters.shape, automaton.accepting.tolist()
+    ((2, 5, 5), [1.0, 1.0, 1.0, 0.0, 0.0])
+  """
   partition = partition or partition_lib.singletons(lang.d)
   _, accepting, start = lang.automaton()
   letters = group_letter_matrices(lang, partition)
@@ -117,8 +246,40 @@ def moments(params, automaton: Automaton, law, *, step: float, left: float, widt
             num_points: int | None = None, max_clusters: int | None = None):
   """The route's moments at grouped params of any layout (docs/theory.md §3d).
 
-  Returns ((E[1{acc} f], E f), (E[1{acc} f²], E f²), lattice points needed, whether the
-  num_points grid covers them); num_points defaults to the layout's windows.
+  F'(0) and F''(0) of F(s) = Σ_n P(n) e_start·T(s)ⁿ·[1_acc, 1], integrated in x = log t on
+  the Laplace route's merged windows; under position tables the automaton reads
+  (state, phase), and under the last query the rows of the entry table are summed.
+
+  Args:
+    params: grouped params of any layout (§2b).
+    automaton: the language's Automaton on the params' token groups.
+    law: the length law (a pytree, so it may be traced).
+    step: the lattice step h.
+    left: each window's left extent.
+    width: points per window.
+    num_points: the static number of nodes; None for the layout's windows.
+    max_clusters: windows the default grid holds (laplace.default_num_points).
+
+  Returns:
+    ((E[1{acc} f], E f), (E[1{acc} f²], E f²), lattice points needed, whether the
+    num_points grid covers them).
+
+  Example:
+    With β ≡ b constant, f ≡ b whatever α is: E f = b, E[1{acc} f] = b P(y = +1), and
+    P(y = +1) = ½ + P(n = 1)/2 = 0.55 for even pairs under Geometric(0.1):
+
+    >>> pairs = lj.data.regular_builtins.even_pairs()
+    >>> automaton = lj.risk.transfer.automaton_arrays(pairs)
+    >>> left = lj.risk.laplace.window_left(pairs)
+    >>> width = lj.risk.laplace.window_width(pairs)
+    >>> @jax.jit
+    ... def moments(params):
+    ...   return lj.risk.transfer.moments(params, automaton, pairs.length, step=0.25,
+    ...                                   left=left, width=width)
+    >>> mean_f, mean_f2, needed, covered = moments(
+    ...     {"alpha": jnp.array([1.0, -1.0]), "beta": jnp.array([0.5, 0.5])})
+    >>> np.round(np.asarray(mean_f), 6).tolist(), np.round(np.asarray(mean_f2), 6).tolist()
+    ([0.275, 0.5], [0.1375, 0.25])
   """
   letters = automaton.letters
   groups, num_states = letters.shape[0], letters.shape[-1]
@@ -204,7 +365,27 @@ def moments(params, automaton: Automaton, law, *, step: float, left: float, widt
 
 def squared_risk_of(mean_f, mean_f2, weight_pos=1.0, weight_neg=1.0):
   """R from the moments' (accepted, all) pairs with class weights w(±1) (both 1: the
-  population risk): E[w y f] and E[w f²], E w = 1."""
+  population risk): E[w y f] and E[w f²], E w = 1 (docs/theory.md §3d).
+
+  With y = 2·1{acc} - 1: E[w y f] = w₊ E[1{acc} f] - w₋ (E f - E[1{acc} f]) and
+  E[w f²] = w₊ E[1{acc} f²] + w₋ (E f² - E[1{acc} f²]).
+
+  Args:
+    mean_f: (E[1{acc} f], E f).
+    mean_f2: (E[1{acc} f²], E f²).
+    weight_pos: w(+1).
+    weight_neg: w(-1).
+
+  Returns:
+    (R, E[w y f], E[w f²]).
+
+  Example:
+    The moments of f ≡ ½ on even pairs (see moments): R = ½ (¼ - 2·½·0.1 + 1):
+
+    >>> risk, mean_yf, mean_f2 = lj.risk.transfer.squared_risk_of((0.275, 0.5), (0.1375, 0.25))
+    >>> round(risk, 6), round(mean_yf, 6), mean_f2
+    (0.575, 0.05, 0.25)
+  """
   mean_yf = weight_pos * mean_f[0] - weight_neg * (mean_f[1] - mean_f[0])
   mean_f2 = weight_pos * mean_f2[0] + weight_neg * (mean_f2[1] - mean_f2[0])
   return base.squared_risk(mean_yf, mean_f2), mean_yf, mean_f2
@@ -229,9 +410,21 @@ def build(lang: languages.Language, partition: partition_lib.Partition | None = 
       ½ E[ℓ | y = -1], for languages that no length law balances; docs/theory.md §3d).
 
   Returns:
-    A Route whose risk takes grouped params in any layout (direct.Layout: the CLS token,
-    the last-token query, the position tables); report adds mean_yf, mean_f2 and the
+    A Route whose risk takes grouped params in any layout (direct.Layout, that is the CLS
+    token, the last-token query, the position tables); report adds mean_yf, mean_f2 and the
     quadrature coverage, as the Laplace route does.
+
+  Example:
+    On even pairs (P(y = +1) = 0.55, so E y = 0.1), f ≡ b for β ≡ b, whatever α is, and
+    R = ½ (b² - 2b E y + 1): ½ at b = 0, 0.575 at b = ½:
+
+    >>> pairs = lj.data.regular_builtins.even_pairs()
+    >>> route = lj.risk.transfer.build(pairs, lj.partition.of_language(pairs))
+    >>> risk = jax.jit(route.risk)
+    >>> round(float(risk({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)})), 6)
+    0.5
+    >>> round(float(risk({"alpha": jnp.array([1.0, -1.0]), "beta": jnp.array([0.5, 0.5])})), 6)
+    0.575
   """
   del cls
   validation.check_choice("class_weights", class_weights, CLASS_WEIGHTS)
@@ -267,8 +460,24 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
   and so is this route's quadrature of it; so H = ∇²_β R and g = -∇_β R(β = 0), by
   autodiff of the route (CLS last when cls).
 
+  Args:
+    lang: a language with AutomatonLabels.
+    partition: token groups; None means one group per token.
+    cls: whether params carry the CLS scalars (then the CLS entries are last).
+    step: the lattice step h.
+    num_points: static number of quadrature nodes; None for the layout's windows.
+
   Returns:
     fn(params) -> (H, g), reading only params["alpha"] (and "alpha_cls").
+
+  Example:
+    The masses W sum to 1, so H sums to 1 and g to E y = 0.1 on even pairs (§3d):
+
+    >>> pairs = lj.data.regular_builtins.even_pairs()
+    >>> moments = lj.risk.transfer.attention_moments(pairs, lj.partition.of_language(pairs))
+    >>> H, g = jax.jit(moments)({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)})
+    >>> round(float(H.sum()), 6), round(float(g.sum()), 6)
+    (1.0, 0.1)
   """
   route = build(lang, partition, cls=cls, step=step, num_points=num_points)
 
