@@ -2,6 +2,7 @@
 
 For every language and each of the four layouts of the direct model (§2b), by exact
 population GD on the transfer route (§3d):
+
 - the best squared risk found (L-BFGS from several starts: an upper bound on the infimum,
   with ‖∇R‖ at the point found);
 - the final risk of each of the five plans of §5 at its best step sizes on a grid;
@@ -40,16 +41,27 @@ SLOTS = (plans.Slot(),) * 3       # every plan here is at most three population 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-  """What the atlas computes.
+  """What the atlas computes (docs/theory.md §10): plan lengths, step-size grid, L-BFGS budget.
 
-  steps: length of every plan (three_phase: steps // 2 output steps, one attention step,
-    the rest output; attention_first: one attention step, the rest output).
-  grid: the step sizes of every plan's grid (three_phase ties η3 = η1).
-  record_every: record the risk and the parameters every this many steps.
-  starts, iterations: L-BFGS starts (zero, then N(0, 1) draws) and iterations for the best
-    risk.
-  extra_points: quadrature nodes beyond one window (scores spread up to extra_points·h).
-  epsilon: τ_ε is the first step with R <= best risk + epsilon.
+  Frozen and hashable: it is a static argument of the atlas's compiled programs, so one
+  Settings compiles once per layout.
+
+  Attributes:
+    steps: length of every plan (three_phase: steps // 2 output steps, one attention step,
+      the rest output; attention_first: one attention step, the rest output); at least 3,
+      so that every phase of three_phase has a step.
+    grid: the step sizes of every plan's grid (three_phase ties η3 = η1).
+    record_every: record the risk and the parameters every this many steps.
+    starts: L-BFGS starts for the best risk (zero, then starts - 1 draws from N(0, 1)).
+    iterations: L-BFGS iterations per start.
+    extra_points: quadrature nodes beyond one window (scores spread up to extra_points·h).
+    epsilon: τ_ε is the first step with R <= best risk + epsilon (§6b).
+
+  Example:
+    >>> from lagjax.analysis import atlas
+    >>> settings = atlas.Settings(steps=8, grid=(1.0,))
+    >>> settings.steps, settings.grid, settings.starts
+    (8, (1.0,), 4)
   """
 
   steps: int = 200
@@ -62,8 +74,33 @@ class Settings:
 
 
 class Automata:
-  """Languages padded to common (d, Q) and stacked: letters (L, d, Q, Q), accepting (L, Q),
-  start (L, Q), geometric p (L,)."""
+  """Regular languages padded to common (d, Q) and stacked as arrays (docs/theory.md §10).
+
+  Each language's automaton (`transfer.Automaton`, §3d) is padded to the largest number of
+  tokens d and states Q: a padded token has π = 0 and a padded state is unreachable, so
+  neither changes any sum, and jax.vmap runs all L languages through one program.
+
+  Args:
+    langs: regular languages (AutomatonLabels) with geometric length laws; ValueError
+      otherwise.
+
+  Attributes:
+    d: the common number of tokens, max d over `langs`.
+    num_states: the common number of states Q.
+    automaton: a `transfer.Automaton` of stacked arrays: letters (L, d, Q, Q),
+      accepting (L, Q), start (L, Q).
+    p: the geometric length laws' p (L,).
+    left: the widest quadrature window's left extent, max of 38 + log E[n] (§3a).
+
+  Example:
+    >>> from lagjax.analysis import atlas
+    >>> langs = [lj.languages.from_spec("parity"), lj.languages.from_spec("even_pairs")]
+    >>> automata = atlas.Automata(langs)     # 2 and 5 states, both on d = 2 tokens
+    >>> automata.d, automata.num_states, automata.automaton.letters.shape
+    (2, 5, (2, 2, 5, 5))
+    >>> round(automata.left, 6)    # 38 + ln E[n], E[n] = 1/p = 10 for Geometric(0.1)
+    40.302585
+  """
 
   def __init__(self, langs):
     for lang in langs:
@@ -99,7 +136,28 @@ def geometric(p):
 
 
 def plan_grid(settings: Settings):
-  """[(plan name, step sizes)] and the stacked PlanData (P, 3) of every plan on the grid."""
+  """Every plan of §5 at every point of the step-size grid, as one batch of plan data (§10).
+
+  Per step size η of the grid: joint, output_only and attention_only; per pair (η, η') of
+  grid points: attention_first(η, η') and three_phase(η, η', η) (η3 = η1). Every plan
+  lasts settings.steps steps on three slots (plans.PlanData, §5), so all P of them run
+  vmapped through one compiled training loop.
+
+  Args:
+    settings: the atlas's Settings (steps and grid are read).
+
+  Returns:
+    ([(plan name, step sizes)] of length P, plans.PlanData with leaves stacked to (P, 3)
+    (trains: (P, 3, 2))), in the same order.
+
+  Example:
+    >>> from lagjax.analysis import atlas
+    >>> entries, data = atlas.plan_grid(atlas.Settings(steps=8, grid=(1.0,)))
+    >>> [name for name, _ in entries]
+    ['joint', 'output_only', 'attention_only', 'attention_first', 'three_phase']
+    >>> data.lengths.shape, data.lengths[-1].tolist()   # three_phase: 4 output, 1 attention, 3
+    ((5, 3), [4, 1, 3])
+  """
   steps, grid = settings.steps, settings.grid
   entries = []
   for eta in grid:
@@ -200,11 +258,38 @@ def _best_risk(automaton, p, key, *, layout, settings, left):
 
 
 def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=print) -> dict:
-  """The atlas rows of `langs` under one layout.
+  """The atlas rows of `langs` under one layout (docs/theory.md §10).
 
-  Returns a dict of numpy arrays: best_risk, best_grad_norm (L,); for each plan name its
-  final risk at the best step sizes (diverged runs excluded) and those step sizes; joint
-  GD's tau_epsilon and half-time ratio at its best step size; grid_covered (L,).
+  Exact population GD on the transfer route (§3d) from θ0 = 0: the best squared risk
+  found by L-BFGS (an upper bound on inf R, lowered to the smallest risk any plan
+  recorded), every plan of `plan_grid` at its best grid point, and joint GD's
+  horizon-free lag (§6b) with ε = best risk + settings.epsilon. Two compiled programs
+  (L-BFGS, training), cached per layout, settings and array shapes.
+
+  Args:
+    langs: regular languages with geometric length laws (see Automata).
+    layout: the direct model's layout (§2b), e.g. LAYOUTS["cls"].
+    settings: what to compute (Settings).
+    progress: called with a line before each of the two compiled stages.
+
+  Returns:
+    A dict: best_risk, best_grad_norm (‖∇R‖ at the L-BFGS point), grid_covered (L,);
+    for each name of PLAN_NAMES its final risk at its best step sizes (L,) (diverged runs
+    excluded) and, under name + "_etas", those step sizes (a list of L tuples);
+    joint_choice (L,), the index of joint GD's best entry of plan_grid; tau_epsilon and
+    half_time_ratio (L,) of that run; joint_curve (L, R), its recorded risks; steps (R,),
+    the recorded steps.
+
+  Example:
+    >>> from lagjax.analysis import atlas
+    >>> settings = atlas.Settings(steps=4, grid=(1.0,), record_every=2, starts=1,
+    ...                           iterations=1)
+    >>> rows = atlas.run([lj.languages.from_spec("parity")], atlas.LAYOUTS["cls"], settings,
+    ...                  progress=lambda line: None)
+    >>> float(rows["attention_only"][0])   # β stays 0, so attention gets no gradient: R(0) = ½
+    0.5
+    >>> rows["steps"].tolist(), bool(rows["best_risk"][0] <= rows["joint"][0])
+    ([0, 2, 4], True)
   """
   automata = Automata(langs)
   entries, data = plan_grid(settings)

@@ -35,16 +35,59 @@ DIVERGED_ERROR = 1.0       # a seed whose β3 is not finite counts every string 
 
 
 def empirical_risk(params, counts, labels, weights):
-  """Σ_i weights_i ½ (f_θ(c_i) - y_i)², the empirical risk R̂_N with weights 1/N on the
-  first N strings and 0 on the rest (docs/theory.md §2)."""
+  """Σ_i weights_i ½ (f_θ(c_i) - y_i)², the empirical risk R̂_N of §9d.
+
+  With weights 1/N on the first N strings and 0 on the rest, one array of N_max strings
+  serves every N of the grid (common random numbers). f_θ is
+  models.direct.forward_counts (docs/theory.md §2, §3b).
+
+  Args:
+    params: per-token parameters {"alpha": (d,), "beta": (d,)}.
+    counts: count vectors c_i (N_max, d).
+    labels: labels y_i ∈ {-1, +1} (N_max,).
+    weights: weights of the strings (N_max,), e.g. 1/N on the first N and 0 on the rest.
+
+  Returns:
+    R̂_N, a scalar.
+
+  Example:
+    >>> counts = jnp.array([[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]])   # two strings over d = 3
+    >>> labels, weights = jnp.array([1.0, -1.0]), jnp.array([0.5, 0.5])
+    >>> zero = {"alpha": jnp.zeros(3), "beta": jnp.zeros(3)}
+    >>> float(lj.finite_sample.empirical_risk(zero, counts, labels, weights))   # f = 0: ½ y²
+    0.5
+    >>> theta = {"alpha": jnp.zeros(3), "beta": jnp.array([1.0, -1.0, -1.0])}
+    >>> # f = (1 - 2)/3 = -1/3 and f = -1: ½ · ½ (4/3)² + 0 = 4/9
+    >>> round(float(lj.finite_sample.empirical_risk(theta, counts, labels, weights)), 6)
+    0.444444
+  """
   return jnp.sum(weights * base.squared_loss(direct.forward_counts(params, counts), labels))
 
 
 def empirical_gram(alpha, counts, labels, n, block: int = GRAM_BLOCK):
   """(H_N, g_N) = (WᵀW/N, Wᵀy/N) over the first n strings, W = direct.attention_masses(α, c).
 
-  A loop over blocks of `block` rows whose trip count is ceil(n/block), so the work
-  is O(n d²) for a traced n while one compiled function serves every n.
+  Phase 3's empirical risk at the phase-2 scores α is ½βᵀH_Nβ - g_Nᵀβ + const
+  (docs/theory.md §9d). A loop over blocks of `block` rows whose trip count is
+  ceil(n/block), so the work is O(n d²) for a traced n while one compiled function serves
+  every n.
+
+  Args:
+    alpha: per-token scores α (d,).
+    counts: count vectors (N_max, d); only the first n rows are read.
+    labels: labels y ∈ {-1, +1} (N_max,).
+    n: the sample size N <= N_max (may be traced).
+    block: rows of W per block.
+
+  Returns:
+    (H_N (d, d), g_N (d,)).
+
+  Example:
+    >>> counts, labels = jnp.array([[1.0, 1.0], [0.0, 2.0]]), jnp.array([1.0, -1.0])
+    >>> gram, target = lj.finite_sample.empirical_gram(jnp.zeros(2), counts, labels, 2)
+    >>> # α = 0: W = c/n, rows (½, ½) and (0, 1)
+    >>> np.round(np.asarray(gram), 6).tolist(), np.round(np.asarray(target), 6).tolist()
+    ([[0.125, 0.125], [0.125, 0.625]], [0.25, -0.25])
   """
   d = counts.shape[1]
   padded = -(-counts.shape[0] // block) * block
@@ -65,18 +108,58 @@ def empirical_gram(alpha, counts, labels, n, block: int = GRAM_BLOCK):
 
 
 def error_route(lang: languages.Language, error_samples: int):
-  """report(params) -> {"error": 0-1 error} for per-token params, by error.best_route: exact
-  where a route fits, else the mean over a fixed sample of `error_samples` strings drawn
-  with sample_counts_poisson (standard error <= sqrt(e(1-e)/error_samples))."""
+  """The population 0-1 error of per-token params, exact where a route fits (§9d).
+
+  By error.best_route on the singleton token groups: exact where a route fits (the
+  lattice enumeration for d <= 4 here), else the mean over a fixed sample of
+  `error_samples` strings drawn with sample_counts_poisson (standard error
+  <= sqrt(e(1-e)/error_samples)).
+
+  Args:
+    lang: the language.
+    error_samples: size of the fixed sample where no exact route fits.
+
+  Returns:
+    (report, route name): report(params) -> {"error": 0-1 error}, jittable.
+
+  Example:
+    >>> report, route = lj.finite_sample.error_route(lj.occurrence(3), 1000)
+    >>> route
+    'lattice'
+    >>> theta = {"alpha": jnp.array([10.0, 0.0, 0.0]), "beta": jnp.array([1.0, -1.0, -1.0])}
+    >>> float(report(theta)["error"])   # attention on the letter: sign f = y on every string
+    0.0
+  """
   return error_lib.best_route(lang, partition_lib.singletons(lang.d), error_samples,
                               sampler=sampling.sample_counts_poisson)
 
 
 def output_phase(gram, target, beta0, eta, steps):
-  """β after `steps` GD steps of size η on ½βᵀH_Nβ - g_Nᵀβ (+ const), the empirical risk of
-  phase 3 (docs/theory.md §5). Finite T: T steps of β ← β - η(H_N β - g_N), O(T d²) and no
+  """β after `steps` GD steps of size η on ½βᵀH_Nβ - g_Nᵀβ (+ const), phase 3's empirical risk.
+
+  See docs/theory.md §5 and §9d. Finite T: T steps of β ← β - η(H_N β - g_N), O(T d²) and no
   sample touched (cheaper than an eigendecomposition for T < d); T = ∞:
-  closed_form.output_gd's eigendecomposition. The two agree (tests/test_scaling.py)."""
+  closed_form.output_gd's eigendecomposition. The two agree (tests/test_scaling.py).
+
+  Args:
+    gram: H_N (d, d).
+    target: g_N (d,).
+    beta0: the start β1 of phase 3 (d,).
+    eta: the step size η3.
+    steps: T, a Python int or math.inf (not traced).
+
+  Returns:
+    β_T (d,).
+
+  Example:
+    >>> gram, target = jnp.diag(jnp.array([1.0, 2.0])), jnp.array([1.0, 2.0])
+    >>> beta = lj.finite_sample.output_phase(gram, target, jnp.zeros(2), 0.5, 1)
+    >>> np.round(np.asarray(beta), 6).tolist()     # one step from 0: η g_N
+    [0.5, 1.0]
+    >>> beta = lj.finite_sample.output_phase(gram, target, jnp.zeros(2), 0.5, np.inf)
+    >>> np.round(np.asarray(beta), 6).tolist()     # T = ∞: the minimiser H_N⁻¹ g_N
+    [1.0, 1.0]
+  """
   if math.isinf(steps):
     return closed_form.output_gd(gram, target, jnp.ones(gram.shape[0]), beta0, eta, steps)
   return jax.lax.fori_loop(0, int(steps), lambda _, beta: beta - eta * (gram @ beta - target),
@@ -88,15 +171,32 @@ def make_success_curve(lang: languages.Language, n_grid, *, eta1: float, eta2: f
                        error_samples: int = error_lib.ERROR_SAMPLES):
   """Builds curve(keys) -> (errors (S, #N), success (S, #N)) for seeds `keys` (S,).
 
+  The three-phase plan on N fresh strings per phase (docs/theory.md §9d): one output
+  step of size η1 from θ0 = 0, one attention step of size η2, then T output steps of
+  size η3 through the Gram matrix (output_phase), for every N of the grid on the first N
+  of one seed's N_max strings per phase.
+
   Args:
-    lang: the language (d = lang.d); n_grid: increasing sample sizes N per phase.
-    eta1, eta2, eta3: step sizes of the three phases; steps: T of phase 3 (may be inf).
+    lang: the language (d = lang.d).
+    n_grid: increasing sample sizes N per phase.
+    eta1: step size of phase 1 (output).
+    eta2: step size of phase 2 (attention).
+    eta3: step size of phase 3 (output).
+    steps: T of phase 3 (may be inf).
     error_threshold: success means population 0-1 error <= this (see error_route).
     error_samples: size of the fixed sample of the 0-1 error where no exact route fits.
 
   Returns:
     curve(keys), jittable; seeds run vmapped in batches that hold at most
     MEMORY_PER_BATCH bytes of count vectors, sample sizes one after another.
+
+  Example:
+    >>> curve = lj.finite_sample.make_success_curve(
+    ...     lj.occurrence(3), [4, 8], eta1=3.0, eta2=9.0, eta3=1.0, steps=10,
+    ...     error_threshold=1e-3)
+    >>> errors, success = curve(jax.random.split(jax.random.key(0), 2))   # 2 seeds
+    >>> errors.shape, success.shape, str(success.dtype)
+    ((2, 2), (2, 2), 'bool')
   """
   validation.require_float64("lj.finite_sample.make_success_curve")
   n_grid = np.asarray([validation.check_int(f"n_grid[{i}] (a sample size N)", n, 1)
@@ -136,19 +236,66 @@ def make_success_curve(lang: languages.Language, n_grid, *, eta1: float, eta2: f
 
 
 def seed_error(beta3, error):
-  """One seed's population 0-1 error, or DIVERGED_ERROR where phase 3's β3 is not finite."""
+  """One seed's population 0-1 error, or DIVERGED_ERROR where phase 3's β3 is not finite (§9d).
+
+  A diverged seed counts every string as wrong, so it fails at every threshold below 1.
+
+  Args:
+    beta3: phase 3's final β (d,).
+    error: the population 0-1 error at (α2, β3).
+
+  Returns:
+    The seed's error, a scalar.
+
+  Example:
+    >>> float(lj.finite_sample.seed_error(jnp.array([1.0, -0.5]), 0.02))
+    0.02
+    >>> float(lj.finite_sample.seed_error(jnp.array([1.0, jnp.nan]), 0.02))   # diverged
+    1.0
+  """
   return jnp.where(jnp.all(jnp.isfinite(beta3)), error, DIVERGED_ERROR)
 
 
 def succeeded(errors, error_threshold: float):
-  """Success (docs/theory.md §9d): population 0-1 error <= the threshold, equality included."""
+  """Success (docs/theory.md §9d): population 0-1 error <= the threshold, equality included.
+
+  Args:
+    errors: population 0-1 errors, any shape.
+    error_threshold: the threshold (0 allowed: a perfect fit succeeds).
+
+  Returns:
+    Booleans of the shape of `errors`.
+
+  Example:
+    >>> lj.finite_sample.succeeded(jnp.array([0.0, 1e-3, 2e-3]), 1e-3).tolist()
+    [True, True, False]
+  """
   return errors <= error_threshold
 
 
 def crossing(n_grid, success, level: float) -> float:
-  """Smallest N at which the success rate reaches `level`, interpolated linearly in log N
-  between the last grid point below and the first at or above; NaN if never reached, and
-  -inf if the first grid point already reaches it (the grid does not bracket the level)."""
+  """N*_q: the smallest N at which the success rate reaches q = `level` (docs/theory.md §9d).
+
+  Interpolated linearly in log N between the last grid point below and the first at or
+  above; NaN if never reached, and -inf if the first grid point already reaches it (the
+  grid does not bracket the level).
+
+  Args:
+    n_grid: increasing sample sizes (#N,).
+    success: success rates over seeds at each N (#N,).
+    level: the rate q to reach.
+
+  Returns:
+    N*_q, a float (NaN or -inf as above).
+
+  Example:
+    >>> round(lj.finite_sample.crossing([10, 40], [0.0, 1.0], 0.5), 6)   # halfway: √(10·40)
+    20.0
+    >>> lj.finite_sample.crossing([10, 40], [0.6, 1.0], 0.5)   # reached at the first N
+    -inf
+    >>> lj.finite_sample.crossing([10, 40], [0.0, 0.4], 0.5)   # never reached
+    nan
+  """
   rates = np.asarray(success, dtype=np.float64)
   above = np.nonzero(rates >= level)[0]
   if above.size == 0:
@@ -162,8 +309,24 @@ def crossing(n_grid, success, level: float) -> float:
 
 
 def check_bracket(d: int, n_grid, rates, level: float = 0.5) -> None:
-  """Raises ValueError, naming d and the way to widen the grid, unless the success rates over
-  n_grid start below `level` and end at or above it (so N*_level lies inside the grid)."""
+  """Checks that the N grid brackets N*_q (docs/theory.md §9d).
+
+  Raises ValueError, naming d and the way to widen the grid, unless the success rates over
+  n_grid start below `level` and end at or above it (so N*_level lies inside the grid).
+
+  Args:
+    d: the alphabet size (named in the message).
+    n_grid: the sample sizes (#N,).
+    rates: success rates at each N (#N,).
+    level: the rate q.
+
+  Example:
+    >>> lj.finite_sample.check_bracket(8, [16, 32], [0.2, 0.9])   # brackets ½: no error
+    >>> lj.finite_sample.check_bracket(8, [16, 32], [0.7, 0.9])
+    Traceback (most recent call last):
+    ...
+    ValueError: the N grid cannot bracket the 0.5 crossing at d = 8: ... (smaller N).
+  """
   if rates[0] >= level:
     raise ValueError(
         f"the N grid cannot bracket the {level:g} crossing at d = {d}: success is already "
@@ -176,16 +339,31 @@ def check_bracket(d: int, n_grid, rates, level: float = 0.5) -> None:
 
 def n_star(n_grid, success_by_seed, level: float, *, resamples: int, key: int = 0,
            confidence: float = 0.95) -> tuple[float, float, float, np.ndarray]:
-  """N*_level with a percentile bootstrap interval over seeds.
+  """N*_level with a percentile bootstrap interval over seeds (docs/theory.md §9d).
+
+  The estimate is `crossing` of the mean success rate over seeds; each replicate is the
+  crossing of the rate over seeds drawn with replacement.
 
   Args:
-    n_grid: (#N,) sample sizes; success_by_seed: (S, #N) booleans.
+    n_grid: (#N,) sample sizes.
+    success_by_seed: (S, #N) booleans.
+    level: the rate q to reach.
     resamples: bootstrap replicates (seeds drawn with replacement).
+    key: seed of the NumPy generator that draws them.
+    confidence: the interval's coverage (0.95: the 2.5 and 97.5 percentiles).
 
   Returns:
     (estimate, low, high, replicates (resamples,)). Replicates that do not reach the
     level inside the grid are +inf (above) or 0 (below), so the interval is honest
     about the grid's edges.
+
+  Example:
+    >>> success = np.array([[0, 0, 1], [0, 1, 1], [0, 1, 1], [1, 1, 1]], bool)   # 4 seeds
+    >>> estimate, low, high, replicates = lj.finite_sample.n_star(
+    ...     [10, 20, 40], success, 0.5, resamples=200)
+    >>> # rates ¼, ¾, 1: ½ is reached halfway from N = 10 to 20 in log N, at √200
+    >>> round(estimate, 6), replicates.shape, bool(low <= estimate <= high)
+    (14.142136, (200,), True)
   """
   success_by_seed = np.asarray(success_by_seed, dtype=np.float64)
   estimate = crossing(n_grid, success_by_seed.mean(0), level)
@@ -207,16 +385,28 @@ RATE_MODELS = {"C d": lambda d: d, "C d ln d": lambda d: d * np.log(d),
 
 
 def fit_rate_models(d, n_stars, log_sigma) -> dict:
-  """Weighted least squares of log N* on log C + log h(d) for each RATE_MODELS entry,
-  and on log C + p log d (free exponent).
+  """Rate models of N*(d) (docs/theory.md §9d): weighted least squares in log N*.
+
+  Fits log N* on log C + log h(d) for each RATE_MODELS entry (h = d, d ln d, d ln² d),
+  and on log C + p log d (free exponent), with weights 1/σ².
 
   Args:
-    d: (K,) alphabet sizes; n_stars: (K,) estimates; log_sigma: (K,) standard errors of
-      log N* (from the bootstrap intervals).
+    d: (K,) alphabet sizes.
+    n_stars: (K,) estimates N*.
+    log_sigma: (K,) standard errors of log N* (from the bootstrap intervals).
 
   Returns:
-    {name: {"C", "p" (free model only), "chi2", "dof", "residuals" (K,) in log N*,
-    "aic"}}; chi2 is the weighted residual sum of squares, aic = chi2 + 2·#parameters.
+    {name: {"C", "C_se_rel" (one-parameter models) or "p", "p_se" (free model), "chi2",
+    "dof", "residuals" (K,) in log N*, "aic"}}; chi2 is the weighted residual sum of
+    squares, aic = chi2 + 2·#parameters.
+
+  Example:
+    >>> d = np.array([8.0, 16.0, 32.0])
+    >>> fits = lj.finite_sample.fit_rate_models(d, 10 * d * np.log(d), np.full(3, 0.1))
+    >>> sorted(fits)
+    ['C d', 'C d ln d', 'C d ln^2 d', 'C d^p']
+    >>> round(fits["C d ln d"]["C"], 6), round(fits["C d ln d"]["chi2"], 6)   # exact fit
+    (10.0, 0.0)
   """
   d = np.asarray(d, dtype=np.float64)
   y = np.log(np.asarray(n_stars, dtype=np.float64))

@@ -82,13 +82,18 @@ class Regime(NamedTuple):
 
   Scalars are floats; functions take arrays (broadcast) and are compiled once.
 
+  When coordinates = 2, b, c, delta_eps, eta1_max, min_product, risk_floor, floor_beta and
+  eta3_limit are NaN, monotone is False and risk_of_delta is None.
+
   Attributes:
     coordinates: number of invariant coordinates of α (1: the Δ law holds).
     b, c: Δ = η1 η2 (b + c η1) (NaN when coordinates = 2).
     coefficients: (a1, a2), α = η2 (η1 a1 + η1² a2) per group (CLS last).
-    delta_eps: smallest Δ with R*(Δ) ≤ ε (root to relative 1e-10; NaN if coordinates = 2).
+    delta_eps: smallest Δ with R*(Δ) ≤ ε (root to relative 1e-10; NaN if coordinates = 2;
+      inf if no Δ ≤ 1e6 reaches ε).
     eta1_max: the wall b/|c| beyond which the attention step reverses sign (inf if c ≥ 0).
-    min_product: inf of η1 η2 on the T = ∞ boundary, Δ_ε / b (approached as η1 → 0).
+    min_product: inf of η1 η2 on the T = ∞ boundary, Δ_ε / b (approached as η1 → 0; NaN
+      if b ≤ 0).
     risk_floor: R*(0), the output-only floor (docs/theory.md §4).
     floor_beta: per-group β reaching it (where output-only training converges; NaN if
       coordinates = 2).
@@ -104,6 +109,19 @@ class Regime(NamedTuple):
       at finite T the T = ∞ law verified on the exact R_T, bisection where it fails.
     eta3_max: (η1, η2) -> the η3 stability limit at the learned α.
     steps_needed: (η1, η2) -> phase-3 steps at η3 to come within ε of the T = ∞ risk.
+
+  Example:
+    >>> regime = lj.regimes.three_phase_regime(lj.occurrence(4), 1e-3)
+    >>> regime.coordinates, regime.monotone, regime.b > 0 > regime.c
+    (1, True, True)
+    >>> round(regime.eta1_max, 6) == round(regime.b / abs(regime.c), 6)   # the wall (§8.2)
+    True
+    >>> round(regime.risk_floor, 6)   # §4: ½ - ½ π_a / ((1 - π_a) E[1/n]) at d = 4, p = 1/3
+    0.196587
+    >>> eta1, eta2 = 4.0, 16.0
+    >>> delta = eta1 * eta2 * (regime.b + regime.c * eta1)
+    >>> round(float(regime.delta_of(eta1, eta2)) / delta, 6)
+    1.0
   """
 
   coordinates: int
@@ -387,6 +405,17 @@ def three_phase_regime(lang: languages.Language, eps: float, *, eta3: float = 1.
   Returns:
     A Regime. Its functions reuse compiled code across languages of the same
     structure, so new d, ε, η3 or T do not retrace.
+
+  Example:
+    >>> regime = lj.regimes.three_phase_regime(lj.occurrence(4), 1e-3)
+    >>> eta2 = np.asarray(regime.eta2_min(np.array([4.0, 30.0])))  # 30 > η1_max ≈ 20.4
+    >>> round(float(eta2[0]), 6), float(eta2[1])
+    (32.658974, inf)
+    >>> # On the boundary Δ = Δ_ε, and phase 3 at T = ∞ ends at risk ε exactly.
+    >>> round(float(regime.delta_of(4.0, eta2[0])) / regime.delta_eps, 6)
+    1.0
+    >>> round(float(regime.risk_of(4.0, eta2[0])), 6)
+    0.001
   """
   validation.require_float64("lj.regimes.three_phase_regime")
   eps, eta3, steps, cls = _check_inputs(lang, eps, eta3, steps, loss, cls)
@@ -486,7 +515,25 @@ def _limit_risk_many(static, problem, alpha):
 
 
 def limit_risk(lang: languages.Language) -> Callable:
-  """R*(α) = min_β R(α, β) for per-token scores α (..., d): phase 3 at T = ∞ from any α."""
+  """R*(α) = min_β R(α, β) for per-token scores α (..., d): phase 3 at T = ∞ from any α.
+
+  The least-squares minimum of the squared risk at fixed scores (docs/theory.md §8.2),
+  from the moments (H, g) of the Laplace route (§3a) on untied tokens.
+
+  Args:
+    lang: an occurrence-family language.
+
+  Returns:
+    fn(alpha (..., d)) -> R* (...), compiled once per language structure.
+
+  Example:
+    >>> limit = lj.regimes.limit_risk(lj.occurrence(4))
+    >>> round(float(limit(jnp.zeros(4))), 6)   # α = 0: the output-only floor of §4
+    0.196587
+    >>> scores = jnp.array([[0.0, 0.0, 0.0, 0.0], [20.0, 0.0, 0.0, 0.0]])
+    >>> np.round(np.asarray(limit(scores)), 6).tolist()   # attention on the letter: R* → 0
+    [0.196587, 0.0]
+  """
   validation.require_float64("lj.regimes.limit_risk")
   static, problem = _problem(lang, False, tied=False)
 
@@ -498,13 +545,32 @@ def limit_risk(lang: languages.Language) -> Callable:
 
 
 def kqv_attention_step(lang: languages.Language, fixed: dict) -> Callable:
-  """The KQV three-phase plan's first two steps, exactly (docs/theory.md §8).
+  """The KQV three-phase plan's first two steps, exactly (docs/theory.md §8.7).
 
   Builds fn(params, η1) -> (α0, α1, α2), each (d,): after one output step of size
   η1 on (W_V, w_o) from `params` and one attention step of size η2 on (W_Q, W_K),
   the scores are α0 + η2 α1 + η2² α2 exactly, since α is bilinear in (W_Q, W_K):
   with G_Q, G_K the attention gradient, α1 = -α(G_Q, W_K) - α(W_Q, G_K) and
   α2 = α(G_Q, G_K). jit- and vmap-able.
+
+  Args:
+    lang: the language (its Laplace route gives the risk).
+    fixed: the KQV model's fixed (untrained) arrays, as models.kqv.init_kqv returns them.
+
+  Returns:
+    fn(params, eta1) -> (α0, α1, α2), with params the KQV weights.
+
+  Example:
+    >>> lang = lj.occurrence(4)
+    >>> params, fixed = lj.models.kqv.init_kqv(jax.random.key(3), lang.d, scale=0.3)
+    >>> step = jax.jit(lj.regimes.kqv_attention_step(lang, fixed))
+    >>> alpha0, alpha1, alpha2 = step(params, 4.0)
+    >>> alpha0.shape, alpha1.shape, alpha2.shape
+    ((4,), (4,), (4,))
+    >>> # W_Q, W_K are untouched by the output step: α0 is the initial scores.
+    >>> initial = lj.models.kqv.kqv_to_direct(params, fixed)["alpha"]
+    >>> bool(jnp.allclose(alpha0, initial, rtol=1e-12, atol=0.0))
+    True
   """
   validation.require_float64("lj.regimes.kqv_attention_step")
   risk = risk_lib.risk_fn(lang, route="laplace").risk
@@ -528,7 +594,28 @@ REGIMES = {"three_phase": three_phase_regime}
 
 
 def of_plan(plan: str, lang: languages.Language, eps: float, **options) -> Regime:
-  """The exact regime of a named plan; plans outside the closed form's reach name the sweep."""
+  """The exact regime of a named plan (docs/theory.md §8); plans outside its reach name the sweep.
+
+  Args:
+    plan: a plan name of REGIMES (only "three_phase" has an exact regime).
+    lang: an occurrence-family language.
+    eps: the success threshold ε on the final squared risk.
+    **options: passed to the plan's builder (three_phase_regime: eta3, steps, cls, ...).
+
+  Returns:
+    The plan's Regime.
+
+  Raises:
+    ValueError: for a plan without an exact regime, naming the sweep's command.
+
+  Example:
+    >>> lj.regimes.of_plan("three_phase", lj.occurrence(4), 1e-3).coordinates
+    1
+    >>> lj.regimes.of_plan("joint", lj.occurrence(4), 1e-3)
+    Traceback (most recent call last):
+    ...
+    ValueError: plan 'joint' has no exact regime ... --config.plans='("joint",)'.
+  """
   if plan not in REGIMES:
     raise ValueError(f"plan {plan!r} has no exact regime (plans with one: {sorted(REGIMES)}; "
                      f"joint phases and schedules are outside the closed form): {SWEEP_ROUTE} "

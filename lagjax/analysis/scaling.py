@@ -36,7 +36,10 @@ OUTCOMES = ("reaches", "trapped_reversed", "stalled", "diverged")
 
 
 class JointRun(NamedTuple):
-  """One run of exact tied joint GD from θ0 = 0 (grouped parameters, per-token step).
+  """One run of exact tied joint GD from θ0 = 0 (docs/theory.md §9a; grouped parameters).
+
+  Parameters are tied on the G token groups of partition.of_language (§3b) and stepped
+  with the per-token gradient; G = 2 for occurrence and OR, 3 for AND.
 
   Attributes:
     tau_eps: first step t with R(θ_t) <= ε, -1 if none before the stop.
@@ -49,6 +52,16 @@ class JointRun(NamedTuple):
       < 0: attention reversed).
     record_risk, record_alpha, record_beta: R(θ_t), α_t, β_t for t = 0…max_steps
       (NaN after the stop), or None when the run does not record.
+
+  Example:
+    >>> run = lj.scaling.make_joint_gd(lj.occurrence(4), epsilon=0.1, max_steps=20)
+    >>> result = run(1.0)
+    >>> int(result.tau_eps), bool(result.diverged), int(result.steps_run)
+    (12, False, 12)
+    >>> float(result.record_risk[0]), result.record_alpha.shape   # R(θ0) = ½; G = 2 groups
+    (0.5, (21, 2))
+    >>> bool(jnp.isnan(result.record_risk[13]))   # no state after the stop at τ_ε
+    True
   """
 
   tau_eps: jax.Array
@@ -65,7 +78,29 @@ class JointRun(NamedTuple):
 
 
 def check_language(lang) -> languages.Language:
-  """A Language with uniform π, for which tied joint GD from zero is exact."""
+  """A Language with uniform π, for which tied joint GD from zero is exact (docs/theory.md §9a).
+
+  Under uniform π the tokens of each token group (§3b) are interchangeable, so joint GD
+  from θ0 = 0 keeps the tie at every step.
+
+  Args:
+    lang: the language to check.
+
+  Returns:
+    `lang` itself.
+
+  Raises:
+    ValueError: when `lang` is not a Language or its π is not uniform.
+
+  Example:
+    >>> lang = lj.occurrence(4)
+    >>> lj.scaling.check_language(lang) is lang
+    True
+    >>> lj.scaling.check_language(lj.occurrence(3, pi=(0.2, 0.4, 0.4)))
+    Traceback (most recent call last):
+    ...
+    ValueError: tied joint GD needs the uniform token law π ...
+  """
   languages.check_language(lang, "lj.scaling")
   if np.ptp(lang.pi_array) != 0:
     raise ValueError("tied joint GD needs the uniform token law π (each group's tokens "
@@ -77,6 +112,10 @@ def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
                   record: bool = True, stop_at_epsilon: bool = True, chunk: int = CHUNK,
                   max_risk: float = runner.MAX_VALUE):
   """Builds run(η) -> JointRun: exact joint GD from θ0 = 0 until τ_ε, divergence or the cap.
+
+  A walk in 2G numbers on the tied token groups (docs/theory.md §9a), each step one
+  evaluation of the Laplace risk (§3a) and its gradient, with the divergence rule of §5
+  and τ_ε of §6b.
 
   Args:
     lang: an occurrence-family language with uniform π.
@@ -92,6 +131,18 @@ def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
   Returns:
     run(eta, cap=max_steps), jittable and vmappable over η; one compiled function
     serves every η and every cap <= max_steps.
+
+  Example:
+    >>> run = jax.jit(lj.scaling.make_joint_gd(lj.occurrence(4), epsilon=0.1, max_steps=50,
+    ...                                        record=False))
+    >>> result = run(1.0, 50)
+    >>> int(result.tau_eps), result.alpha.shape   # α: one number per token group
+    (12, (2,))
+    >>> capped = run(1.0, 5)                      # the same compiled run, capped at 5 steps
+    >>> int(capped.tau_eps), int(capped.steps_run)
+    (-1, 5)
+    >>> lj.scaling.OUTCOMES[int(lj.scaling.outcome(capped))]
+    'stalled'
   """
   validation.require_float64("lj.scaling.make_joint_gd")
   check_language(lang)
@@ -160,8 +211,29 @@ def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
 
 
 def outcome(run: JointRun) -> jax.Array:
-  """Index into OUTCOMES: reaches ε; trapped with attention reversed (margin < 0);
-  stalled otherwise (at the cap); diverged."""
+  """The outcome class of a joint-GD run (docs/theory.md §9a), as an index into OUTCOMES.
+
+  reaches ε (τ_ε ≥ 0); trapped with attention reversed (margin < 0); stalled otherwise
+  (at the cap); diverged. Divergence is checked after reaching ε, then before the margin.
+
+  Args:
+    run: a JointRun (or a batch of them, from a vmapped run).
+
+  Returns:
+    An int array of the shape of run.tau_eps: 0 reaches, 1 trapped_reversed, 2 stalled,
+    3 diverged.
+
+  Example:
+    >>> fields = dict(diverged_step=-1, steps_run=100, risk=0.45, alpha=jnp.zeros(2),
+    ...               beta=jnp.zeros(2))
+    >>> trapped = lj.scaling.JointRun(tau_eps=-1, diverged=False, margin=-0.3, **fields)
+    >>> lj.scaling.OUTCOMES[int(lj.scaling.outcome(trapped))]
+    'trapped_reversed'
+    >>> others = [trapped._replace(tau_eps=7), trapped._replace(margin=0.2),
+    ...           trapped._replace(diverged=True)]
+    >>> [lj.scaling.OUTCOMES[int(lj.scaling.outcome(run))] for run in others]
+    ['reaches', 'stalled', 'diverged']
+  """
   return jnp.where(run.tau_eps >= 0, 0, jnp.where(run.diverged, 3, jnp.where(
       run.margin < 0, 1, 2)))
 
@@ -169,8 +241,20 @@ def outcome(run: JointRun) -> jax.Array:
 def edge_of_stability(lang: languages.Language) -> float:
   """2/λ_max of the Hessian of R at θ0 = 0 on the tied subspace, in the per-token metric.
 
-  With D = diag(k, k) (group sizes k), the tied per-token GD step is θ -= η D^{-1}∇R,
-  so its linearisation at θ0 has the eigenvalues of D^{-1/2} ∇²R D^{-1/2}.
+  The classical stability limit of GD at θ0 (docs/theory.md §9b). With D = diag(k, k)
+  (group sizes k), the tied per-token GD step is θ -= η D^{-1}∇R, so its linearisation at
+  θ0 has the eigenvalues of D^{-1/2} ∇²R D^{-1/2}. For occurrence, OR and AND it equals
+  2d. The Hessian is taken eagerly (seconds).
+
+  Args:
+    lang: an occurrence-family language with uniform π.
+
+  Returns:
+    2/λ_max, a float.
+
+  Example:
+    >>> round(lj.scaling.edge_of_stability(lj.occurrence(3)), 6)   # 2d
+    6.0
   """
   validation.require_float64("lj.scaling.edge_of_stability")
   check_language(lang)
@@ -191,17 +275,27 @@ def eta_max(run, start: float, *, iterations: int = 12, max_expansions: int = 5)
 
   Brackets from `start` (halving until a run reaches ε, doubling while it does),
   then bisects in log η. The boundary found is one where "reaches" switches to
-  "does not reach"; joint GD is not monotone in η (traps, docs/theory.md §9), so
+  "does not reach"; joint GD is not monotone in η (traps, docs/theory.md §9b), so
   the regime diagram shows the whole η axis.
 
   Args:
     run: η -> JointRun, e.g. a jitted make_joint_gd run with its cap fixed.
     start: first η tried (e.g. a fraction of edge_of_stability).
     iterations: bisection steps; the bracket ratio shrinks to 2^(2^-iterations).
+    max_expansions: most halvings or doublings of the bracket.
 
   Returns:
     {"eta_max": lo, "eta_fail": hi, "probes": number of runs}; eta_max is NaN when no
-    η reaches ε within max_expansions halvings.
+    η reaches ε within max_expansions halvings. When every doubling reaches ε, no failing
+    η was found and eta_fail = eta_max = start·2^max_expansions.
+
+  Example:
+    >>> run = jax.jit(lj.scaling.make_joint_gd(lj.occurrence(4), epsilon=0.1, max_steps=50,
+    ...                                        record=False))
+    >>> found = lj.scaling.eta_max(lambda eta: run(eta, 50), 1.0, iterations=3)
+    >>> # η = 1, 2, 4, 8 reach ε and 16 does not; 3 bisections of [8, 16] in log η
+    >>> round(found["eta_max"], 6), round(found["eta_fail"], 6), found["probes"]
+    (11.313708, 12.337687, 8)
   """
   probes = 0
 
