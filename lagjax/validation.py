@@ -131,7 +131,7 @@ def check_real(name: str, value, *, minimum: float | None = None, strict: bool =
     number = math.nan
   low_ok = minimum is None or (number > minimum if strict else number >= minimum)
   high_ok = maximum is None or (number < maximum if strict_max else number <= maximum)
-  if isinstance(value, bool) or not math.isfinite(number) or not (low_ok and high_ok):
+  if isinstance(value, bool | np.bool_) or not math.isfinite(number) or not (low_ok and high_ok):
     bounds = []
     if minimum is not None:
       bounds.append(f"{'>' if strict else '>='} {minimum:g}")

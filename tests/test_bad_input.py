@@ -251,3 +251,60 @@ def test_risk_threshold_is_below_the_risk_at_zero(eps):
   with pytest.raises(ValueError, match="eps"):
     lj.validation.check_risk_threshold("eps", eps)
   assert lj.validation.check_risk_threshold("eps", 1e-3) == 1e-3
+
+
+def test_fixed_length_spec_must_be_integral():
+  """from_spec("fixed:2.5") is refused by Fixed's own check (the spec used to truncate it to
+  Fixed(n0=2)); an integral float still builds the law."""
+  with pytest.raises(ValueError, match=r"^fixed length n0 must be an integer >= 1; got 2\.5\."):
+    lj.lengths.from_spec("fixed:2.5")
+  assert lj.lengths.from_spec("fixed:20.0") == lj.fixed(20)
+
+
+@pytest.mark.parametrize("tail_mass", [0.0, 1.0, -1e-3, 1.5, math.nan])
+def test_truncation_length_tail_mass(tail_mass):
+  """0 < tail_mass < 1 for every law (0 used to raise a bare math domain error for a
+  geometric law and to double N up to the limit for the others)."""
+  for law in (lj.geometric(0.5), lj.fixed(3), lj.shifted_poisson(1.0)):
+    with pytest.raises(ValueError, match=r"^tail_mass must be a finite real > 0 and < 1; got "):
+      lj.lengths.truncation_length(law, tail_mass)
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_plan_objectives_one_per_phase(count):
+  """PlanSpec.build refuses objectives that are not one per phase, naming the number of
+  phases (a short list used to raise IndexError, a long one was cut silently)."""
+  objectives = [lj.plans.Population()] * count
+  with pytest.raises(ValueError, match=r"^plan 'three_phase' takes objectives, one for each of "
+                                       rf"its 3 phases; got {count}\."):
+    lj.plans.three_phase(1.0, 1.0, 1.0, 5, objectives=objectives)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"query": "typo"}, r"^query must be one of \('cls', 'last'\); got 'typo'\."),
+    ({"positions": "first"}, r"^positions must be one of \('none', 'first_last'\); got 'first'"),
+    ({"cls": 1}, r"^cls must be True or False; got 1\."),
+])
+def test_layout_fields(fields, message):
+  """Layout checks its fields, with the allowed values of init_params
+  (zero_params(2, Layout(query="typo")) used to build the CLS layout silently)."""
+  with pytest.raises(ValueError, match=message):
+    model.zero_params(2, model.Layout(**fields))
+
+
+@pytest.mark.parametrize("flag", [True, np.bool_(True), np.bool_(False)])
+def test_check_real_refuses_python_and_numpy_bools(flag):
+  """check_real refuses NumPy bools as it does Python bools, like is_int and check_bool
+  (np.bool_ used to pass as 1.0 or 0.0)."""
+  with pytest.raises(ValueError, match=r"^eta must be a finite real >= 0; got "):
+    lj.validation.check_real("eta", flag, minimum=0.0)
+
+
+@pytest.mark.parametrize("max_risk", [0.0, -1.0, math.nan])
+def test_train_erf_max_risk(max_risk):
+  """train_erf refuses a divergence cap that is not > 0, as lj.train and lj.train_kqv do."""
+  task = lj.tasks.get_task("slr", m=3)
+  start = {"k": np.array([1.0, 0.0, 0.0]), "v": np.array([0.0, 1.0, 0.0])}
+  with pytest.raises(ValueError, match=r"^max_risk must be a finite real > 0; got "):
+    lj.dynamics.erf_slr.train_erf(task, lj.plans.output_only(0.1, 2), 1.0, start,
+                                  max_risk=max_risk)

@@ -80,3 +80,16 @@ def test_diverged_step_is_the_first_state_past_the_cap(lang):
   assert int(capped.diverged_step) == first
   # It stays at θ_t from there on: its records repeat the state of the first bad step.
   np.testing.assert_array_equal(np.asarray(capped.risk[first:]), risk[first])
+
+
+def test_a_run_past_the_cap_at_step_0_diverges_at_step_0():
+  """When the record at step 0 already breaks the rule, the run diverged at step 0 (§5: the
+  first t < T whose θ_t fails), even where the exact state extended to t = -1 would fail
+  too: bisection used to evaluate state_at(-1), a step before the run, and report
+  diverged = True with diverged_step = -1. Exact: R_t = 1000·4^t against the cap 100
+  (R_-1 = 250)."""
+  steps, total = jnp.array([0, 5, 10]), 10
+  state_at = lambda t: (1e3 * 4.0**t, jnp.zeros(2), jnp.zeros(2))
+  records = {"risk": 1e3 * 4.0**steps, "alpha": jnp.zeros((3, 2)), "beta": jnp.zeros((3, 2))}
+  diverged, step = runner.locate_divergence(records, steps, total, state_at, 100.0, 4)
+  assert (bool(diverged), int(step)) == (True, 0)

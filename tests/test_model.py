@@ -149,6 +149,14 @@ def test_forward_jit_matches_eager():
   chex.assert_tree_all_finite(second)
 
 
+@pytest.mark.parametrize("letter", [2, np.int64(2), np.int32(2), np.uint8(2)])
+def test_attention_margin_takes_any_integer_scalar_as_one_letter(letter):
+  """A NumPy integer is one letter, as a Python int is (np.int64(0) used to raise "'numpy.int64'
+  object is not iterable"). Exact: α_2 - max(α_0, α_1) = 3 - 1."""
+  params = {"alpha": jnp.array([1.0, -1.0, 3.0]), "beta": jnp.zeros(3)}
+  assert float(model.attention_margin(params, letter)) == 2.0
+
+
 def test_kqv_to_direct_hand_computed():
   """α_σ = (e_cls W_Q)·(E_σ W_K)/√k and β_σ = (E_σ W_V)·w_o on a 2-token example.
 

@@ -297,5 +297,18 @@ def test_empirical_accepts_the_smallest_and_integral_sizes_only():
   for bad in (0, 2.5, "3"):
     with pytest.raises(ValueError, match=r"Empirical n_samples \(N\)"):
       lj.plans.Empirical(bad)
-  with pytest.raises(ValueError, match=r"Empirical batch_size must be None or >= 1"):
+  with pytest.raises(ValueError, match=r"Empirical batch_size must be None or an integer >= 1"):
     lj.plans.Empirical(5, batch_size=0)
+
+
+def test_empirical_stores_integer_sizes():
+  """Empirical keeps n_samples and batch_size as Python ints (integral floats converted, as
+  Phase does with steps) and refuses a non-integral batch_size (2.5 used to pass)."""
+  objective = lj.plans.Empirical(300.0, batch_size=10.0)
+  assert (objective.n_samples, objective.batch_size) == (300, 10)
+  assert type(objective.n_samples) is int and type(objective.batch_size) is int
+  assert lj.plans.Empirical(5).batch_size is None
+  for bad in (2.5, True, "3"):
+    with pytest.raises(ValueError, match=r"^Empirical batch_size must be None or an integer "
+                                         r">= 1; got "):
+      lj.plans.Empirical(5, batch_size=bad)

@@ -407,3 +407,38 @@ def test_ctrl_c_during_a_chunk_write_waits_for_the_whole_file(tmp_path, monkeypa
   with np.load(path) as stored:
     np.testing.assert_array_equal(stored["x"], np.arange(3))
   assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_chunk_write_restores_a_non_python_handler_and_leaves_no_temporary_file(tmp_path,
+                                                                                monkeypatch):
+  """signal.signal returns None when the SIGINT handler was not installed from Python;
+  save_atomically restores SIG_DFL then (restoring None raised TypeError). A failed write
+  removes its .tmp-<pid>.npz file (it used to stay in the chunks folder)."""
+  from lagjax.sweep import chunk_store
+
+  original, real_signal = signal.getsignal(signal.SIGINT), signal.signal
+  calls = []
+
+  def signal_from_c(signum, handler):
+    calls.append(handler)
+    previous = real_signal(signum, handler)
+    return None if len(calls) == 1 else previous  # the first call finds a C-level handler
+
+  try:
+    monkeypatch.setattr(chunk_store.signal, "signal", signal_from_c)
+    chunk_store.save_atomically(str(tmp_path / "chunk.npz"), {"x": np.arange(3)})
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
+  finally:
+    real_signal(signal.SIGINT, original)
+  monkeypatch.undo()
+
+  def failing_savez(path, **arrays):
+    with open(path, "wb") as partial:
+      partial.write(b"PK")
+    raise OSError("disk full")
+
+  monkeypatch.setattr(chunk_store.np, "savez", failing_savez)
+  with pytest.raises(OSError, match="disk full"):
+    chunk_store.save_atomically(str(tmp_path / "other.npz"), {"x": np.arange(3)})
+  assert sorted(os.listdir(tmp_path)) == ["chunk.npz"]
+  assert signal.getsignal(signal.SIGINT) is original

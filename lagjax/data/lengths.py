@@ -296,7 +296,7 @@ def pgf_derivatives_by_jvp(law, left, matrices, right):
   return value, first, second
 
 
-LAWS = {"geometric": lambda p: Geometric(float(p)), "fixed": lambda n0: Fixed(int(n0)),
+LAWS = {"geometric": lambda p: Geometric(float(p)), "fixed": lambda n0: Fixed(n0),
         "shifted_poisson": lambda lam: ShiftedPoisson(float(lam))}
 
 
@@ -396,7 +396,7 @@ def truncation_length(law: LengthLaw, tail_mass: float, limit: int = 10**7) -> i
     N, an int ≥ 1.
 
   Raises:
-    ValueError: when N would exceed `limit`.
+    ValueError: unless 0 < tail_mass < 1, or when N would exceed `limit`.
 
   Example:
     >>> lj.lengths.truncation_length(lj.geometric(0.5), 1e-3)   # 2^-10 ≤ 1e-3 < 2^-9
@@ -405,6 +405,8 @@ def truncation_length(law: LengthLaw, tail_mass: float, limit: int = 10**7) -> i
     >>> lj.lengths.truncation_length(lj.shifted_poisson(1.0), 1e-3)
     6
   """
+  tail_mass = validation.check_real("tail_mass", tail_mass, minimum=0.0, strict=True,
+                                    maximum=1.0, strict_max=True)
   if isinstance(law, Fixed):
     return law.n0
   if isinstance(law, Geometric):

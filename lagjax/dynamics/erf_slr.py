@@ -88,6 +88,7 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
   if not isinstance(plan, plans.Plan):
     raise ValueError(f"plan must be a lj.plans.Plan; got {type(plan).__name__}.")
   validation.check_int("record_every", record_every, 1)
+  validation.check_positive("max_risk", max_risk)
   m = erf_risk._check_slr_task(task, "train_erf").options["m"]
   params0 = {name: erf_risk._check_direction(name, params0[name], m) for name in ("k", "v")}
   objective = erf_risk.make_erf_objective(task, lam)

@@ -86,9 +86,10 @@ class Empirical:
   batch_size: int | None = None
 
   def __post_init__(self):
-    validation.check_int("Empirical n_samples (N)", self.n_samples, 1, integral_floats=True)
-    if self.batch_size is not None and not 1 <= self.batch_size:
-      raise ValueError(f"Empirical batch_size must be None or >= 1; got {self.batch_size!r}.")
+    object.__setattr__(self, "n_samples", validation.check_int(
+        "Empirical n_samples (N)", self.n_samples, 1, integral_floats=True))
+    object.__setattr__(self, "batch_size", validation.check_int(
+        "Empirical batch_size", self.batch_size, 1, optional=True, integral_floats=True))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -448,6 +449,11 @@ class PlanSpec:
       raise ValueError(f"plan {self.name!r} takes phase_steps for its first "
                        f"{len(self.groups) - 1} phases; got {phase_steps!r}.")
     lengths = (*earlier, steps)
+    if objectives is not None:
+      objectives = tuple(objectives)
+      if len(objectives) != len(self.groups):
+        raise ValueError(f"plan {self.name!r} takes objectives, one for each of its "
+                         f"{len(self.groups)} phases; got {len(objectives)}.")
     phases = []
     for i, (group, eta_name) in enumerate(zip(self.groups, self.eta_names)):
       options = dict(phase_options)

@@ -177,7 +177,8 @@ def locate_divergence(records: dict, steps, total: int, state_at, max_value, ite
 
   def halve(_, bracket):
     lo, hi = bracket
-    mid = (lo + hi) // 2
+    # Rounded up, so mid is never lo: lo = -1 stands for "before step 0", not a state.
+    mid = (lo + hi + 1) // 2
     mid_bad = bad(*state_at(mid))
     return jnp.where(mid_bad, lo, mid), jnp.where(mid_bad, mid, hi)
 

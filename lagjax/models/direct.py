@@ -48,7 +48,13 @@ POSITIONS = ("none", "first_last")
 POSITION_TABLES = ("alpha_first", "beta_first", "alpha_last", "beta_last")
 
 
-class Layout(NamedTuple):
+class _LayoutFields(NamedTuple):
+  cls: bool
+  query: str
+  positions: str
+
+
+class Layout(_LayoutFields):
   """Which parts the parameters have: the CLS token, the query, the position tables
   (docs/theory.md §2, §2b).
 
@@ -57,6 +63,9 @@ class Layout(NamedTuple):
     query: "cls" (α (d,)) or "last" (α (d, d), α[c, x] for last token c).
     positions: "none" or "first_last" (the tables α^F, β^F, α^L, β^L).
 
+  Raises:
+    ValueError: for a cls that is not a bool, or a query or positions not listed above.
+
   Example:
     >>> lj.models.direct.Layout().plain  # the paper's model
     True
@@ -64,9 +73,14 @@ class Layout(NamedTuple):
     False
   """
 
-  cls: bool = False
-  query: str = "cls"
-  positions: str = "none"
+  __slots__ = ()
+
+  # Checked here: a NamedTuple has no __post_init__ and cannot override __new__, and Layout
+  # stays a NamedTuple because callers spread it with _asdict().
+  def __new__(layout_type, cls: bool = False, query: str = "cls", positions: str = "none"):
+    return super().__new__(layout_type, validation.check_bool("cls", cls),
+                           validation.check_choice("query", query, QUERIES),
+                           validation.check_choice("positions", positions, POSITIONS))
 
   @property
   def plain(self) -> bool:
@@ -115,8 +129,6 @@ def init_params(d: int, cls: bool = False, query: str = "cls",
     (3, 3)
   """
   validation.require_float64("lj.init_params")
-  validation.check_choice("query", query, QUERIES)
-  validation.check_choice("positions", positions, POSITIONS)
   return zero_params(validation.check_int("d", d, 2, integral_floats=True),
                      Layout(bool(cls), query, positions))
 
@@ -600,7 +612,7 @@ def attention_margin(params: Params, letters=(0,)):
     nan
   """
   alpha = params["alpha"]
-  letters = (letters,) if isinstance(letters, int) else tuple(letters)
+  letters = (letters,) if validation.is_int(letters) else tuple(letters)
   if not letters:
     return jnp.full(alpha.shape[:-1], jnp.nan)
   inside = np.isin(np.arange(alpha.shape[-1]), letters)

@@ -10,6 +10,7 @@ with `has` and skips it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -19,7 +20,8 @@ import numpy as np
 
 
 def save_atomically(path: str, arrays: dict) -> None:
-  """Writes an .npz next to `path` and renames it into place (never a partial file).
+  """Writes an .npz next to `path` and renames it into place (never a partial file; a failed
+  write removes its temporary file).
 
   A Ctrl-C during the write is held until the file is in place and raised then: raised
   inside numpy's zip writer it surfaced as a ValueError from the half-closed zip, and the
@@ -48,9 +50,15 @@ def save_atomically(path: str, arrays: dict) -> None:
   try:
     np.savez(temporary, **arrays)
     os.replace(temporary, path)
+  except BaseException:
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(temporary)
+    raise
   finally:
     if in_main:
-      signal.signal(signal.SIGINT, previous)
+      # None: the previous handler was not installed from Python; the default is the best
+      # restorable stand-in.
+      signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
   if held:
     raise KeyboardInterrupt
 
