@@ -16,7 +16,7 @@ one coordinate Δ = α_letter - α_other along a fixed direction, with
 and phase 3 at T = ∞ reaches R*(Δ) = min_β R(Δ, β): the final risk depends on
 (η1, η2) only through Δ. The success region {R* ≤ ε} is Δ ≥ Δ_ε when R* is
 decreasing, i.e. η2 ≥ Δ_ε / (η1 (b + c η1)), and ends at the wall
-η1 = b/|c| (c < 0) where the attention step reverses sign. Otherwise (CLS,
+η1 = b / abs(c) (c < 0) where the attention step reverses sign. Otherwise (CLS,
 non-uniform π) α has two invariant coordinates (η1η2, η1²η2), and the boundary
 η2_min(η1) comes from a vectorised bisection along log η2; so does every
 boundary at finite T, where the phase-3 start β1 = η1 v also matters.
@@ -91,7 +91,7 @@ class Regime(NamedTuple):
     coefficients: (a1, a2), α = η2 (η1 a1 + η1² a2) per group (CLS last).
     delta_eps: smallest Δ with R*(Δ) ≤ ε (root to relative 1e-10; NaN if coordinates = 2;
       inf if no Δ ≤ 1e6 reaches ε).
-    eta1_max: the wall b/|c| beyond which the attention step reverses sign (inf if c ≥ 0).
+    eta1_max: the wall b / abs(c) beyond which the attention step reverses sign (inf if c ≥ 0).
     min_product: inf of η1 η2 on the T = ∞ boundary, Δ_ε / b (approached as η1 → 0; NaN
       if b ≤ 0).
     risk_floor: R*(0), the output-only floor (docs/theory.md §4).
