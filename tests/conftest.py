@@ -7,7 +7,8 @@ the classic elemental emitters instead of the newer fusion emitters. Both emit t
 float64 operations (roundoff may differ in the last bits where an order of summation does);
 no test compares numbers across settings. XLA aborts the process on a flag it does not know,
 so a child process checks the flags first (a newer jaxlib may drop one); without them the
-suite runs as before, only slower.
+suite runs as before, only slower. Every process of the run shares one persistent
+compilation cache (below).
 """
 
 import os
@@ -31,5 +32,15 @@ _flags = os.environ.get("XLA_FLAGS", "")
 if FAST_COMPILE_FLAGS not in _flags and _flags_accepted(f"{_flags} {FAST_COMPILE_FLAGS}"):
   os.environ["XLA_FLAGS"] = f"{_flags} {FAST_COMPILE_FLAGS}".strip()
 jax.config.update("jax_enable_x64", True)
-os.environ.setdefault("LAGJAX_COMPILATION_CACHE",
-                      tempfile.mkdtemp(prefix="lagjax-test-compilation-cache-"))
+CACHE = os.environ.setdefault("LAGJAX_COMPILATION_CACHE",
+                              tempfile.mkdtemp(prefix="lagjax-test-compilation-cache-"))
+# One persistent compilation cache for the whole run: both xdist workers (they inherit the
+# controller's folder), the binaries the tests start, and the kernels that execute the
+# tutorials. A program compiled once anywhere is loaded, not compiled, everywhere else.
+for _name, _value in (("JAX_COMPILATION_CACHE_DIR", CACHE),
+                      ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0"),
+                      ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")):
+  os.environ.setdefault(_name, _value)
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
