@@ -245,12 +245,15 @@ def test_block_path_equals_the_phased_automaton(cls):
                                  atol=TOL * scale, err_msg=key)
 
 
-@pytest.mark.parametrize("name", sorted(BUILTINS))
+# The shapes an automaton can have: no sink and period 2 (parity), order read at both ends
+# (even_pairs), a sink (dyck2), d = 3 (cycle3), a substring (contains). The length law
+# enters every language through the same matrix_pgf; enumeration pins each built-in's
+# layout sums to 1e-12 at fixed lengths (above), so five shapes cover the default laws.
+@pytest.mark.parametrize("name", ["parity", "even_pairs", "dyck2", "cycle3", "contains"])
 def test_sampled_route_within_four_standard_errors(name):
-  """Each built-in at its default length law, last query + positions + CLS, random θ: the
+  """A built-in at its default length law, last query + positions + CLS, random θ: the
   sampled route on 5 000 strings lies within 4 standard errors of the exact value (a check
-  of the layouts' sums at the default length laws; enumeration pins them to 1e-12 at fixed
-  lengths)."""
+  of the layouts' sums at the default length laws)."""
   lang = BUILTINS[name]
   params = random_params(np.random.default_rng(11), lang.d, cls=True, **FULL)
   exact = lj.population_risk(lang, params)
