@@ -9,8 +9,8 @@ exactly what `automodule` with `:members:` documents. Its docstring must
   * have an `Example:` with at least one `>>>` line (run by tests/test_docstrings.py).
 
 The Sphinx extension below warns (so `sphinx -W` fails the build) on any name that misses
-one of these, and on a lagjax module that no page of docs/api/ documents. tests/test_docstrings.py runs the
-same check and every example.
+one of these, and on a lagjax module that no page of docs/api/ documents.
+tests/test_docstrings.py runs the same check and every example.
 """
 
 from __future__ import annotations
