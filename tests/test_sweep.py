@@ -442,3 +442,16 @@ def test_chunk_write_restores_a_non_python_handler_and_leaves_no_temporary_file(
     chunk_store.save_atomically(str(tmp_path / "other.npz"), {"x": np.arange(3)})
   assert sorted(os.listdir(tmp_path)) == ["chunk.npz"]
   assert signal.getsignal(signal.SIGINT) is original
+
+
+def test_phase_diagram_names_the_exact_boundary_only_where_it_is_drawn(reference, tmp_path,
+                                                                        monkeypatch):
+  from experiments import plotting
+  config = phase_diagram.get_config()
+  config.exact_boundary = False
+  figures = []
+  monkeypatch.setattr(plotting.plt, "close", figures.append)  # keep the figure to read it
+  path = plotting.phase_diagram(reference, config, str(tmp_path / "pd.png"))
+  assert path and os.path.exists(path)
+  caption = figures[0]._suptitle.get_text()
+  assert "white contour" in caption and "exact boundary" not in caption, caption
