@@ -308,3 +308,17 @@ def test_train_erf_max_risk(max_risk):
   with pytest.raises(ValueError, match=r"^max_risk must be a finite real > 0; got "):
     lj.dynamics.erf_slr.train_erf(task, lj.plans.output_only(0.1, 2), 1.0, start,
                                   max_risk=max_risk)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("steps", 2, "atlas steps must be an integer >= 3"),
+    ("record_every", 0, "atlas record_every"),
+    ("starts", 0, "atlas starts"),
+    ("epsilon", 0.0, "atlas epsilon"),
+    ("grid", (), "atlas grid must be a non-empty tuple"),
+    ("grid", (1.0, -2.0), "atlas grid step size"),
+])
+def test_atlas_settings_name_the_bad_field(field, value, message):
+  from lagjax.analysis import atlas
+  with pytest.raises(ValueError, match=message):
+    atlas.Settings(**{field: value})

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lagjax import models
+from lagjax import models, validation
 from lagjax.data import languages, lengths
 from lagjax.dynamics import metrics, plans, runner
 from lagjax.models import direct
@@ -57,6 +57,10 @@ class Settings:
     extra_points: quadrature nodes beyond one window (scores spread up to extra_points·h).
     epsilon: τ_ε is the first step with R <= best risk + epsilon (§6b).
 
+  Raises:
+    ValueError: naming the field, for steps < 3, record_every, starts or iterations < 1,
+      extra_points < 0, epsilon <= 0, or an empty grid or a step size that is not > 0.
+
   Example:
     >>> from lagjax.analysis import atlas
     >>> settings = atlas.Settings(steps=8, grid=(1.0,))
@@ -71,6 +75,22 @@ class Settings:
   iterations: int = 60
   extra_points: int = 128
   epsilon: float = 0.01
+
+  def __post_init__(self):
+    # Checked here, not in plan_grid: a bad field is named where it is set.
+    checked = {"steps": validation.check_int("atlas steps", self.steps, 3),
+               "record_every": validation.check_int("atlas record_every", self.record_every, 1),
+               "starts": validation.check_int("atlas starts", self.starts, 1),
+               "iterations": validation.check_int("atlas iterations", self.iterations, 1),
+               "extra_points": validation.check_int("atlas extra_points", self.extra_points, 0),
+               "epsilon": validation.check_positive("atlas epsilon", self.epsilon)}
+    grid = tuple(self.grid) if isinstance(self.grid, (tuple, list)) else ()
+    if not grid:
+      raise ValueError(f"atlas grid must be a non-empty tuple of step sizes > 0; got "
+                       f"{self.grid!r}.")
+    checked["grid"] = tuple(validation.check_positive("atlas grid step size", eta) for eta in grid)
+    for name, value in checked.items():
+      object.__setattr__(self, name, value)
 
 
 class Automata:
