@@ -305,7 +305,7 @@ def test_train_erf_max_risk(max_risk):
   """train_erf refuses a divergence cap that is not > 0, as lj.train and lj.train_kqv do."""
   task = lj.tasks.get_task("slr", m=3)
   start = {"k": np.array([1.0, 0.0, 0.0]), "v": np.array([0.0, 1.0, 0.0])}
-  with pytest.raises(ValueError, match=r"^max_risk must be a finite real > 0; got "):
+  with pytest.raises(ValueError, match=r"^max_risk must be a real > 0 \(inf: no cap\); got "):
     lj.dynamics.erf_slr.train_erf(task, lj.plans.output_only(0.1, 2), 1.0, start,
                                   max_risk=max_risk)
 
@@ -322,3 +322,11 @@ def test_atlas_settings_name_the_bad_field(field, value, message):
   from lagjax.analysis import atlas
   with pytest.raises(ValueError, match=message):
     atlas.Settings(**{field: value})
+
+
+def test_train_takes_an_integral_float_record_every():
+  """record_every=2.0 is accepted by the shared check and reaches the loop as the int 2
+  (it used to pass the check and then fail inside JAX)."""
+  lang = lj.occurrence(3)
+  run = lj.train(lang, lj.plans.output_only(1.0, 4), record_every=2.0)
+  assert run.steps.tolist() == [0, 2, 4]

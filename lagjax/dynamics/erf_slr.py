@@ -13,8 +13,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from lagjax import models, validation
-from lagjax.dynamics import plans, runner
+from lagjax import models
+from lagjax.dynamics import runner
 from lagjax.models import erf_slr
 from lagjax.risk import erf_slr as erf_risk
 from lagjax.tasks import base
@@ -85,10 +85,7 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
     >>> bool(jnp.all(jnp.diff(run.risk) < 0))
     True
   """
-  if not isinstance(plan, plans.Plan):
-    raise ValueError(f"plan must be a lj.plans.Plan; got {type(plan).__name__}.")
-  validation.check_int("record_every", record_every, 1)
-  validation.check_positive("max_risk", max_risk)
+  record_every, max_risk = runner.check_run_options(plan, record_every, max_risk)
   m = erf_risk._check_slr_task(task, "train_erf").options["m"]
   params0 = {name: erf_risk._check_direction(name, params0[name], m) for name in ("k", "v")}
   objective = erf_risk.make_erf_objective(task, lam)

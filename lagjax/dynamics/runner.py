@@ -35,10 +35,42 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from lagjax import validation
 from lagjax.dynamics import plans
 
 # The divergence cap (docs/theory.md §5): a step whose objective exceeds it is not taken.
 MAX_VALUE = 1e8
+
+
+def check_run_options(plan, record_every, max_risk) -> tuple[int, float]:
+  """The options every training entry point shares, checked once (docs/theory.md §5).
+
+  Args:
+    plan: a `plans.Plan`.
+    record_every: the record spacing, an integer >= 1 (an integral float is accepted).
+    max_risk: the divergence cap, a real > 0; +inf means no cap.
+
+  Returns:
+    (record_every as an int, max_risk as a float).
+
+  Raises:
+    ValueError: naming the argument.
+
+  Example:
+    >>> lj.runner.check_run_options(lj.plans.output_only(1.0, 4), 2.0, float("inf"))
+    (2, inf)
+  """
+  if not isinstance(plan, plans.Plan):
+    raise ValueError(f"plan must be a lj.plans.Plan (e.g. lj.plans.three_phase(...)); got "
+                     f"{type(plan).__name__}.")
+  record_every = validation.check_int("record_every", record_every, 1, integral_floats=True)
+  try:
+    cap = float(max_risk)
+  except (TypeError, ValueError):
+    cap = float("nan")
+  if isinstance(max_risk, bool) or not cap > 0:
+    raise ValueError(f"max_risk must be a real > 0 (inf: no cap); got {max_risk!r}.")
+  return record_every, cap
 
 
 class Trace(NamedTuple):

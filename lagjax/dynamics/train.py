@@ -139,14 +139,6 @@ def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
   return partition_lib.singletons(lang.d)
 
 
-def _check_plan_and_options(plan, record_every, max_risk):
-  if not isinstance(plan, plans.Plan):
-    raise ValueError(f"plan must be a lj.plans.Plan (e.g. lj.plans.three_phase(...)); got "
-                     f"{type(plan).__name__}.")
-  validation.check_int("record_every", record_every, 1, integral_floats=True)
-  if not max_risk > 0:
-    raise ValueError(f"max_risk must be > 0; got {max_risk!r}.")
-
 
 def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                 partition: partition_lib.Partition, *, num_steps: int, loss="squared",
@@ -323,7 +315,7 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
   """
   validation.require_float64("lj.train")
   languages.check_language(lang, "lj.train")
-  _check_plan_and_options(plan, record_every, max_risk)
+  record_every, max_risk = runner.check_run_options(plan, record_every, max_risk)
   theta0 = direct.init_params(lang.d) if theta0 is None else theta0
   direct.check_params(theta0, lang.d)
   partition = choose_partition(lang, theta0, plan, tied)
@@ -380,7 +372,7 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
   """
   validation.require_float64("lj.train_kqv")
   languages.check_language(lang, "lj.train_kqv")
-  _check_plan_and_options(plan, record_every, max_risk)
+  record_every, max_risk = runner.check_run_options(plan, record_every, max_risk)
   init_key, run_key = jax.random.split(key)
   trainable, fixed = kqv.init_kqv(init_key, lang.d, width=width, key_dim=key_dim, scale=scale)
   run = _compiled_runner(lang, plan.slots(), plan.total_steps, partition_lib.singletons(lang.d),
