@@ -137,11 +137,31 @@ def acceptance(automaton, pi):
     >>> round(float(rate(lj.geometric(0.5))), 6)
     0.6
   """
+  inputs = _pgf_inputs(automaton, pi)
+
+  def rate(law):
+    if jax.tree_util.tree_leaves(law) == [law]:   # a user's law that is not a pytree
+      return law.matrix_pgf(*inputs)
+    return _accepted_mass(*inputs, law)
+
+  return rate
+
+
+def _pgf_inputs(automaton, pi):
+  """(e_start, T, 1_acc) of Σ_n P(n) e_start·Tⁿ·1_acc."""
   table, accepting, start = automaton
-  transfer = jnp.asarray(transfer_matrix(table, pi))
-  start_row = jnp.eye(table.shape[0])[start]
-  accepted = jnp.asarray(accepting, jnp.float64)
-  return lambda law: law.matrix_pgf(start_row, transfer, accepted)
+  return np.eye(table.shape[0])[start], transfer_matrix(table, pi), np.asarray(accepting, float)
+
+
+def _mass(start_row, transfer, accepted, law):
+  return law.matrix_pgf(start_row, transfer, accepted)
+
+
+# One compilation per number of states and kind of law (laws are pytrees), shared by every
+# automaton and every law of that kind; op by op, each new automaton size recompiled every
+# operation. The batched form takes a law whose leaves carry a leading axis.
+_accepted_mass = jax.jit(_mass)
+_accepted_masses = jax.jit(jax.vmap(_mass, in_axes=(None, None, None, 0)))
 
 
 def acceptance_probability(automaton, pi, law: lengths_lib.LengthLaw) -> float:
@@ -339,14 +359,17 @@ def balanced_geometric(automaton, pi, name: str = "the language") -> lengths_lib
     >>> round(law.p, 6), round(5**0.5 - 2, 6)
     (0.236068, 0.236068)
   """
-  rate = jax.jit(acceptance(automaton, pi))   # one compilation for the ~450 laws tried
+  inputs = _pgf_inputs(automaton, pi)
 
   def excess(p):
-    return float(rate(lengths_lib.Geometric(p))) - 0.5
+    return float(_accepted_mass(*inputs, lengths_lib.Geometric(p))) - 0.5
 
   if abs(excess(DEFAULT_UNBALANCED_LENGTH.p)) <= 1e-12:
     return DEFAULT_UNBALANCED_LENGTH
-  values = np.array([excess(p) for p in BALANCE_SEARCH])
+  # Every p of the search in one call: a Geometric whose leaf p is the whole search.
+  search = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(DEFAULT_UNBALANCED_LENGTH),
+                                        [BALANCE_SEARCH])
+  values = np.asarray(_accepted_masses(*inputs, search)) - 0.5
   change = np.flatnonzero(np.sign(values[:-1]) != np.sign(values[1:]))
   if change.size == 0:
     raise ValueError(
