@@ -23,7 +23,6 @@ import jax
 import jax.numpy as jnp
 import matplotlib
 import numpy as np
-import scipy.stats
 from absl import app, flags
 from ml_collections import config_flags
 
@@ -243,6 +242,8 @@ def uniform_attention_errors(lang, floor_beta) -> tuple[float, float]:
   summed to the n with P(n > n_max) <= 1e-13 (the dropped tail bounds the error). It agrees
   with the threshold route of lagjax/risk/error.py to 1e-12 (checked at means 5 and 50).
   """
+  import scipy.stats  # here, not at the top: 2.3 s of import that a refused config never needs
+
   n = np.arange(1, lj.lengths.truncation_length(lang.length, 1e-13) + 1)
   pmf = np.exp(np.asarray(lang.length.log_pmf(n.astype(np.float64))))
   pi = lang.pi_array[lang.letters[0]]

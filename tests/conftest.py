@@ -44,3 +44,18 @@ for _name, _value in (("JAX_COMPILATION_CACHE_DIR", CACHE),
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+# The files of longest run time first (worker seconds of one run, BUILD_NOTES.md "Test suite
+# time"), so that with `--dist loadfile` the two workers finish together: xdist's default
+# order, most tests first, started the one-test site build last and left a worker idle
+# for two minutes at the end. pyproject's addopts pass --no-loadscope-reorder to keep this.
+LONGEST_FIRST = ("test_docs.py", "test_docstrings.py", "test_transfer_route.py",
+                 "test_layouts.py", "test_experiments.py", "test_sweep.py", "test_table1.py",
+                 "test_risk_routes.py", "test_transformer.py", "test_train.py",
+                 "test_scaling.py", "test_regimes_binary.py", "test_regimes.py",
+                 "test_divergence.py", "test_readme.py", "test_closed_form.py")
+
+
+def pytest_collection_modifyitems(items):
+  rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: keeps the rest
