@@ -34,10 +34,15 @@ EXACT = 1e-12
 def output_only_floor(lang) -> float:
   """min_β R(α = 0, β): exact least squares on the tied groups (docs/theory.md section 4)."""
   part = lj.partition.of_language(lang)
-  hessian, target = lj.risk.moments.moments_fn(lang, part)({"alpha": jnp.zeros(
-      part.num_groups)})
-  beta = jnp.linalg.lstsq(hessian, target)[0]
-  return float(lj.closed_form.quadratic_risk(hessian, target, beta))
+  moments = lj.risk.moments.moments_fn(lang, part)
+
+  @jax.jit  # one compilation; op by op, the quadrature compiled each of its operations
+  def floor(alpha):
+    hessian, target = moments({"alpha": alpha})
+    beta = jnp.linalg.lstsq(hessian, target)[0]
+    return lj.closed_form.quadratic_risk(hessian, target, beta)
+
+  return float(floor(jnp.zeros(part.num_groups)))
 
 
 def named_plans(config, d):
