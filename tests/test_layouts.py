@@ -15,14 +15,16 @@ two position tables, so the scale is max(1, (3 max|table|)²).
 import dataclasses
 import functools
 import math
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from enumeration import labelled_strings
+from enumeration import FixedOneOf, padded_labelled_strings
 
 import lagjax as lj
+from lagjax.data import lengths as lengths_lib
 from lagjax.data import partition as partition_lib
 from lagjax.data import regular
 from lagjax.data import regular_builtins as rb
@@ -33,15 +35,36 @@ TOL = 1e-12
 LAYOUTS = [dict(cls=cls, query=query, positions=positions) for cls in (False, True)
            for query in direct.QUERIES for positions in direct.POSITIONS]
 FULL = dict(query="last", positions="first_last")
-BUILTINS = {"parity": rb.parity(), "first": rb.first(), "even_pairs": rb.even_pairs(),
-            **{f"tomita{k}": rb.tomita(k) for k in range(1, 8)}, "dyck2": rb.dyck(2),
-            "cycle3": rb.cycle_navigation(3), "mod_count": rb.mod_count(1, 3, 1),
-            "contains": rb.contains((1, 0, 1)), "occurrence3": rb.occurrence_automaton(3)}
+# Built lazily (language(name)): building one compiles its acceptance probability, which
+# every xdist worker would otherwise pay at collection.
+BUILTINS = {"parity": rb.parity, "first": rb.first, "even_pairs": rb.even_pairs,
+            **{f"tomita{k}": functools.partial(rb.tomita, k) for k in range(1, 8)},
+            "dyck2": functools.partial(rb.dyck, 2),
+            "cycle3": functools.partial(rb.cycle_navigation, 3),
+            "mod_count": functools.partial(rb.mod_count, 1, 3, 1),
+            "contains": functools.partial(rb.contains, (1, 0, 1)),
+            "occurrence3": functools.partial(rb.occurrence_automaton, 3)}
 # Lengths checked: the shortest strings (where first, last and both coincide, or meet with
 # nothing between) and a longer one; test_transfer_route.py checks every n up to 10 on the
 # CLS model.
 LENGTHS = {2: (1, 2, 7), 3: (1, 2, 5)}
 LEFT = 38.0 + np.log(10.0)   # one window wide enough for every fixed length up to 10
+WIDTH = laplace.window_width(None, left=LEFT)   # (the language only sets the default left)
+# random_params draws every table in [-2, 2], so a score (α plus up to two position tables)
+# lies in [-6, 6]: the window centers α_max - α_e of one query row lie within 12/h = 48
+# lattice steps, and the merged windows need at most WIDTH + 49 nodes (asserted through
+# `covered`). Slots past those have weight 0: the nodes and weights are the default grid's,
+# only the run time (linear in the slots) changes.
+NUM_POINTS = WIDTH + 56
+FIXED_BITS = 3   # see padded_route
+assert max(max(lengths) for lengths in LENGTHS.values()) < 2**FIXED_BITS
+MAX_STATES = 5   # the most states of the automata padded below (asserted there)
+
+
+@functools.cache
+def language(name: str):
+  """A built-in by name, or random0 / random1."""
+  return random_language(int(name[-1])) if name.startswith("random") else BUILTINS[name]()
 
 
 def random_params(rng, d: int, **layout):
@@ -85,47 +108,45 @@ def test_forward_tokens_follows_the_definition(layout):
   for row, string in enumerate(strings):
     tokens[row, :len(string)] = string
     mask[row, :len(string)] = True
-  f = np.asarray(lj.forward_tokens(params, tokens, mask))
+  f = np.asarray(jax.jit(lj.forward_tokens)(params, tokens, mask))   # one compile, not op by op
   expected = [by_definition(params, s) for s in strings]
   np.testing.assert_allclose(f, expected, rtol=0, atol=1e-14)
 
 
-def fixed_length_route(base):
-  """jit((params, law) -> ((risk, grid covered), grad)) of the transfer route with a traced
-  Fixed law, on two windows (scores within ±6 need one window and 48 more nodes). The
-  automaton is padded with unreachable states to MAX_STATES (they add exact zeros)."""
+def padded_automaton(base):
+  """The automaton of `base` as arrays, padded with unreachable states to MAX_STATES (they
+  add exact zeros), so that one compilation serves every language of one alphabet size."""
   letters, accepting, start = transfer.automaton_arrays(base)
   pad = MAX_STATES - letters.shape[-1]
-  padded = transfer.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
-                              jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
-  return functools.partial(padded_route(), automaton=padded)
+  assert pad >= 0, (base.describe(), MAX_STATES)
+  return transfer.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
+                            jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
 
 
-@functools.cache
-def padded_route():
-  """jit((params, law, automaton) -> ((risk, grid covered), grad)) of the transfer route with
-  a static Fixed law (log2 n squarings, not 24) and the automaton as arrays, so one
-  compilation serves every language of one alphabet size and number of states."""
-  width = laplace.window_width(BUILTINS["parity"], left=LEFT)
-
-  def value_and_grad(params, law, automaton):
+@jax.jit
+def padded_route(params, law, automaton):
+  """((risk, grid covered), grad) of the transfer route at params, on an automaton as arrays,
+  under a traced length law (lj.fixed(n)). One compilation per layout and alphabet size
+  serves every language and every length. A traced Fixed(n0).matrix_pgf squares over
+  MAX_FIXED_LENGTH_BITS = 24 bits of n0; every n here is below 2^FIXED_BITS, so the trace
+  runs lagjax's Fixed with FIXED_BITS (the squarings left out only square a power the
+  product never takes; test_transfer_route.py checks the full 24 once)."""
+  with mock.patch.object(lengths_lib, "MAX_FIXED_LENGTH_BITS", FIXED_BITS):  # at trace time
     def risk(theta):
       mean_f, mean_f2, _, covered = transfer.moments(
-          theta, automaton, law, step=laplace.STEP, left=LEFT, width=width, max_clusters=2)
+          theta, automaton, law, step=laplace.STEP, left=LEFT, width=WIDTH,
+          num_points=NUM_POINTS)
       return transfer.squared_risk_of(mean_f, mean_f2)[0], covered
     return jax.value_and_grad(risk, has_aux=True)(params)
 
-  return jax.jit(value_and_grad, static_argnames="law")
 
-
-@functools.cache
-def enumerated_value_and_grad():
-  """jit((params, strings, y, weight) -> (Σ_w weight ½ (f(w) - y)², grad)), f by
-  forward_tokens: one compilation per string shape (d, n), shared by every language."""
-  def risk(params, strings, y, weight):
-    mask = jnp.ones(strings.shape, bool)
-    return weight @ (0.5 * (direct.forward_tokens(params, strings, mask) - y) ** 2)
-  return jax.jit(jax.value_and_grad(risk))
+@jax.jit
+def enumerated_value_and_grad(params, tokens, mask, y, weight):
+  """(Σ_w weight ½ (f(w) - y)², grad), f by forward_tokens, over padded_labelled_strings: one
+  compilation per layout and alphabet size, shared by every language and length."""
+  def risk(theta):
+    return weight @ (0.5 * (direct.forward_tokens(theta, tokens, mask) - y) ** 2)
+  return jax.value_and_grad(risk)(params)
 
 
 def random_language(seed: int):
@@ -134,13 +155,12 @@ def random_language(seed: int):
                          name=f"random{seed}")
 
 
-MAX_STATES = max(lang.automaton()[0].shape[0]
-                 for lang in [*BUILTINS.values(), random_language(0), random_language(1)])
-
-def check_against_enumeration(base, evaluate, n, params):
-  (value, covered), grads = evaluate(params, lj.fixed(n))
+def check_against_enumeration(base, n, params):
+  lengths = LENGTHS[base.d]
+  (value, covered), grads = padded_route(params, lj.fixed(n), padded_automaton(base))
   assert covered
-  expected, expected_grads = enumerated_value_and_grad()(params, *labelled_strings(base, n))
+  expected, expected_grads = enumerated_value_and_grad(
+      params, *padded_labelled_strings(base, n, max(lengths)))
   scale = max(1.0, (3 * max(float(jnp.abs(v).max()) for v in params.values())) ** 2)
   assert abs(float(value - expected)) <= TOL * scale, (n, float(value), float(expected))
   for key in grads:
@@ -160,12 +180,10 @@ def test_last_query_and_positions_equal_enumeration(name):
   """Last query + position tables (CLS on for every other language), random θ: risk and
   gradient of the route at the LENGTHS equal the enumerated sums to TOL."""
   index = ENUMERATED.index(name)
-  base = BUILTINS[name] if name in BUILTINS else random_language(int(name[-1]))
+  base = language(name)
   rng = np.random.default_rng(index)
-  evaluate = fixed_length_route(base)
   for n in LENGTHS[base.d]:
-    check_against_enumeration(base, evaluate, n, random_params(rng, base.d, cls=index % 2 == 1,
-                                                               **FULL))
+    check_against_enumeration(base, n, random_params(rng, base.d, cls=index % 2 == 1, **FULL))
 
 
 ONE_NEW_PART = [layout for layout in LAYOUTS
@@ -179,11 +197,10 @@ def test_every_layout_equals_enumeration_on_even_pairs(layout):
   with one new part: position tables or the last query, CLS off and on (the last query with
   position tables is in test_last_query_and_positions_equal_enumeration, the plain model
   in test_transfer_route.py)."""
-  base = BUILTINS["even_pairs"]
-  evaluate = fixed_length_route(base)
+  base = language("even_pairs")
   rng = np.random.default_rng(1)
   for n in (1, 2, 7):
-    check_against_enumeration(base, evaluate, n, random_params(rng, 2, **layout))
+    check_against_enumeration(base, n, random_params(rng, 2, **layout))
 
 
 def test_gradient_equals_central_differences():
@@ -192,19 +209,21 @@ def test_gradient_equals_central_differences():
   < 1e-10 for |R'''| < 10, roundoff 1e-16 / h ~ 1e-11)."""
   lang = rb.even_pairs()
   params = random_params(np.random.default_rng(4), 2, cls=True, **FULL)
-  route = transfer.build(lang)
-  risk = jax.jit(route.risk)
-  grads = jax.jit(jax.grad(route.risk))(params)
+  # One compiled value_and_grad serves the gradient and every shifted risk.
+  value_and_grad = jax.jit(jax.value_and_grad(transfer.build(lang).risk))
+  _, grads = value_and_grad(params)
   h = 1e-5
   for name, value in params.items():
     flat = np.asarray(value, dtype=np.float64).reshape(-1)
     for i in range(flat.size):
       shifted = [dict(params, **{name: jnp.asarray(
           (flat + sign * h * np.eye(flat.size)[i]).reshape(np.shape(value)))}) for sign in (1, -1)]
-      difference = (float(risk(shifted[0])) - float(risk(shifted[1]))) / (2 * h)
+      difference = (float(value_and_grad(shifted[0])[0])
+                    - float(value_and_grad(shifted[1])[0])) / (2 * h)
       assert abs(difference - float(np.asarray(grads[name]).reshape(-1)[i])) <= 1e-8, (name, i)
 
 
+@jax.tree_util.register_pytree_node_class
 class ThreeStateGeometric:
   """Geometric(p) seen only through its matrix_pgf_derivatives: moments then take the general
   path (the 3Q × 3Q phased automaton) instead of the Q × Q block path."""
@@ -212,8 +231,37 @@ class ThreeStateGeometric:
   def __init__(self, law):
     self.law = law
 
+  def tree_flatten(self):
+    return (self.law,), None
+
+  @classmethod
+  def tree_unflatten(cls, _, children):
+    return cls(*children)
+
   def matrix_pgf_derivatives(self, left, matrices, right):
     return self.law.matrix_pgf_derivatives(left, matrices, right)
+
+
+BLOCK_PATH_LANGUAGES = ("even_pairs", "tomita5")
+
+
+@functools.cache
+def block_path_quadrature():
+  """One window for both languages of the block-path test (the wider one: it only adds
+  nodes), so one compilation serves both; their geometric laws are traced."""
+  left = max(laplace.window_left(language(name)) for name in BLOCK_PATH_LANGUAGES)
+  return dict(step=laplace.STEP, left=left, width=laplace.window_width(None, left=left))
+
+
+@functools.partial(jax.jit, static_argnames="quadrature")
+def block_and_phased(params, law, automaton, quadrature):
+  """(risk, (E f, E f², covered)) and grad by the Q × Q block path (a Geometric law) and by
+  the 3Q × 3Q phased automaton (the same law as ThreeStateGeometric), in one compiled call."""
+  def risk(theta, law):
+    mean_f, mean_f2, _, covered = transfer.moments(theta, automaton, law, **dict(quadrature))
+    return transfer.squared_risk_of(mean_f, mean_f2)[0], (mean_f, mean_f2, covered)
+  return [jax.value_and_grad(risk, has_aux=True)(params, each)
+          for each in (law, ThreeStateGeometric(law))]
 
 
 @pytest.mark.parametrize("cls", [False, True])
@@ -223,17 +271,11 @@ def test_block_path_equals_the_phased_automaton(cls):
   and so do their gradients, on even pairs and Tomita 5 at random θ, to TOL (both are the
   same sums; only roundoff separates them)."""
   rng = np.random.default_rng(13)
-  for lang in (BUILTINS["even_pairs"], BUILTINS["tomita5"]):
+  quadrature = tuple(block_path_quadrature().items())
+  for name in BLOCK_PATH_LANGUAGES:
+    lang = language(name)
     params = random_params(rng, 2, cls=cls, **FULL)
-    automaton = transfer.automaton_arrays(lang)
-    quadrature = dict(step=lj.risk.laplace.STEP, left=lj.risk.laplace.window_left(lang),
-                      width=lj.risk.laplace.window_width(lang))
-    results = []
-    for law in (lang.length, ThreeStateGeometric(lang.length)):
-      def risk(theta, law=law, automaton=automaton, quadrature=quadrature):
-        mean_f, mean_f2, _, covered = transfer.moments(theta, automaton, law, **quadrature)
-        return transfer.squared_risk_of(mean_f, mean_f2)[0], (mean_f, mean_f2, covered)
-      results.append(jax.jit(jax.value_and_grad(risk, has_aux=True))(params))
+    results = block_and_phased(params, lang.length, padded_automaton(lang), quadrature)
     ((block, block_moments), block_grads), ((general, general_moments), general_grads) = results
     assert block_moments[2] and general_moments[2]
     scale = max(1.0, (3 * max(float(jnp.abs(v).max()) for v in params.values())) ** 2)
@@ -254,7 +296,7 @@ def test_sampled_route_within_four_standard_errors(name):
   """A built-in at its default length law, last query + positions + CLS, random θ: the
   sampled route on 5 000 strings lies within 4 standard errors of the exact value (a check
   of the layouts' sums at the default length laws)."""
-  lang = BUILTINS[name]
+  lang = language(name)
   params = random_params(np.random.default_rng(11), lang.d, cls=True, **FULL)
   exact = lj.population_risk(lang, params)
   assert exact.route == "transfer" and exact.details["grid_covered"]
@@ -263,31 +305,20 @@ def test_sampled_route_within_four_standard_errors(name):
   assert abs(sampled.value - exact.value) <= 4 * sampled.details["stderr"], (exact, sampled)
 
 
-def enumerated_error(lang, n: int, params) -> float:
-  """Σ over all d^n strings of π(w) 1{sign f(w) ≠ y(w)}, f by forward_tokens (sign 0 is an
-  error)."""
-  strings, y, weight = labelled_strings(lang, n)
-  f = direct.forward_tokens(params, strings, np.ones_like(strings, bool))
-  return float(weight @ (np.sign(np.asarray(f)) != y))
+@jax.jit
+def enumerated_error(params, tokens, mask, y, weight):
+  """Σ over the strings of padded_labelled_strings of π(w) 1{sign f(w) ≠ y(w)}, f by
+  forward_tokens (sign 0 is an error): one compilation per layout and alphabet size."""
+  return weight @ (jnp.sign(direct.forward_tokens(params, tokens, mask)) != y)
 
 
-class SomeLengths:
-  """A length law of the test's own (lagjax takes any object with these methods): uniform
-  on a few lengths, so one DP serves them all."""
-
-  def __init__(self, lengths):
-    self.lengths = tuple(lengths)
-    self.mean = float(np.mean(self.lengths))
-
-  def log_pmf(self, n):
-    hit = sum(jnp.asarray(n) == k for k in self.lengths)
-    return jnp.where(hit > 0, -np.log(len(self.lengths)), -jnp.inf)
-
-  def sample(self, key, shape):
-    return jax.random.choice(key, jnp.asarray(self.lengths), shape)
-
-  def tail(self, n_max):
-    return float(np.mean([k > n_max for k in self.lengths]))
+@functools.partial(jax.jit, static_argnames=("base", "layout"))
+def dp_error(params, law, base, layout):
+  """The DP's (0-1 error, tail bound) on `base` with length law `law` (a FixedOneOf, whose
+  choice of length is traced), built inside the compiled function: one compilation per
+  language and layout serves every length."""
+  lang = dataclasses.replace(base, length=law)
+  return automaton_error.build(lang, partition_lib.singletons(base.d), layout=layout)(params)
 
 
 @pytest.mark.parametrize("name, lengths, layouts", [
@@ -296,28 +327,28 @@ class SomeLengths:
     ("tomita3", (1, 5), [dict(cls=True, **FULL)]),
     ("cycle3", (1, 3), [dict(cls=False, **FULL)])])
 def test_error_dp_equals_enumeration_on_every_layout(name, lengths, layouts):
-  """The DP's exact 0-1 error (tracking the first and last token group) under a length law
-  uniform on `lengths`, for random θ, for θ whose only nonzero value table is β_last (f
-  reads the last token alone: the correction terms carry everything) and for β = 0
-  everywhere (A = 0: every string is an error): equal to the mean of the enumerated errors
-  at those lengths up to roundoff (≤ 3 · 3^5 terms of size ≤ 1: 1e-13), tail bound 0."""
-  base = BUILTINS[name]
-  lang = dataclasses.replace(base, length=SomeLengths(lengths))
+  """The DP's exact 0-1 error (tracking the first and last token group) at each fixed length
+  of `lengths`, for random θ, for θ whose only nonzero
+  value table is β_last (f reads the last token alone: the correction terms carry
+  everything) and for β = 0 everywhere (A = 0: every string is an error): equal to the
+  enumerated error at that length up to roundoff (≤ 3^5 terms of size ≤ 1: 1e-13), tail
+  bound 0."""
+  base = language(name)
   rng = np.random.default_rng(8)
   for layout in layouts:
     grouped_layout = direct.layout(lj.init_params(base.d, **layout))
-    error = jax.jit(automaton_error.build(lang, partition_lib.singletons(base.d),
-                                          layout=grouped_layout))
     params = random_params(rng, base.d, **layout)
     only_last = {key: (value if key == "beta_last" or key.startswith("alpha")
                        else jnp.zeros_like(value)) for key, value in params.items()}
     tie = {key: (value if key.startswith("alpha") else jnp.zeros_like(value))
            for key, value in params.items()}
     for theta in (params, only_last, tie):
-      value, bound = error(theta)
-      expected = np.mean([enumerated_error(base, n, theta) for n in lengths])
-      assert float(bound) == 0.0
-      assert abs(float(value) - expected) <= 1e-13, (layout, float(value), expected)
+      for n in lengths:
+        value, bound = dp_error(theta, FixedOneOf.of(lengths, n), base, grouped_layout)
+        expected = float(enumerated_error(theta, *padded_labelled_strings(base, n,
+                                                                          max(lengths))))
+        assert float(bound) == 0.0
+        assert abs(float(value) - expected) <= 1e-13, (layout, n, float(value), expected)
 
 
 def test_tied_training_equals_training_every_token():

@@ -13,14 +13,16 @@ scale; 1e-12 relative to it bounds both.
 
 import dataclasses
 import functools
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from enumeration import labelled_strings
+from enumeration import FixedOneOf, labelled_strings
 
 import lagjax as lj
+from lagjax.data import lengths as lengths_lib
 from lagjax.data import partition as partition_lib
 from lagjax.data import regular
 from lagjax.data import regular_builtins as rb
@@ -65,39 +67,67 @@ def random_params(rng, d: int, cls: bool):
   return params
 
 
-LANGUAGES = {"even_pairs": rb.even_pairs(), "tomita3": rb.tomita(3), "parity": rb.parity(),
-             "dyck2": rb.dyck(2), "cycle3": rb.cycle_navigation(3)}
-BUILTINS = {**LANGUAGES, "first": rb.first(), "tomita1": rb.tomita(1), "tomita2": rb.tomita(2),
-            "tomita4": rb.tomita(4), "tomita5": rb.tomita(5), "tomita6": rb.tomita(6),
-            "tomita7": rb.tomita(7), "mod_count": rb.mod_count(1, 3, 1),
-            "contains": rb.contains((1, 0, 1))}
+# Built lazily (language(name)): building one compiles its acceptance probability, which
+# every xdist worker would otherwise pay at collection.
+LANGUAGES = {"even_pairs": rb.even_pairs, "tomita3": functools.partial(rb.tomita, 3),
+             "parity": rb.parity, "dyck2": functools.partial(rb.dyck, 2),
+             "cycle3": functools.partial(rb.cycle_navigation, 3)}
+BUILTINS = {**LANGUAGES, "first": rb.first,
+            **{f"tomita{k}": functools.partial(rb.tomita, k) for k in (1, 2, 4, 5, 6, 7)},
+            "mod_count": functools.partial(rb.mod_count, 1, 3, 1),
+            "contains": functools.partial(rb.contains, (1, 0, 1))}
 MAX_LENGTH = {2: 10, 3: 6}
 # One window wide enough for every fixed length up to 10, so one compiled function per
 # language serves every n (Fixed(n).matrix_pgf takes a traced n).
 LEFT = 38.0 + np.log(10.0)
+WIDTH = laplace.window_width(None, left=LEFT)   # (the language only sets the default left)
+# random_params draws every score in [-3, 3], so the window centers α_max - α_g lie within
+# 6/h = 24 lattice steps of each other and the merged windows need at most WIDTH + 25 nodes
+# (asserted through `covered`). Slots past those have weight 0, so these nodes and weights
+# are the default grid's: only the run time (linear in the slots) changes.
+NUM_POINTS = WIDTH + 32
+# A traced Fixed(n0).matrix_pgf squares over MAX_FIXED_LENGTH_BITS = 24 bits of n0, enough
+# for any n0 < 2^24. Every n here is below 2^4, so the 20 squarings past bit 4 only square a
+# power the product never takes: the compiled function below traces lagjax's Fixed with 4
+# bits (6x less run time; the same code). test_fixed_length_route_at_24_bits checks the
+# full loop once.
+FIXED_BITS = 4
+assert max(MAX_LENGTH.values()) < 2**FIXED_BITS
 
 
 def fixed_length_risk(base, cls: bool):
-  """(params, law) -> (risk, grad) of the transfer route on `base` with length law `law` (a
-  traced Fixed, so one-class lengths are allowed). The automaton is padded with unreachable
-  states to MAX_STATES (exact zeros), so one compilation per (d, cls) serves every language."""
+  """(params, law) -> ((risk, grid covered), grad) of the transfer route on `base` with
+  length law `law` (a traced Fixed, so one-class lengths are allowed). The automaton is
+  padded with unreachable states to MAX_STATES (exact zeros), so one compilation per
+  (d, cls) serves every language."""
   del cls  # read from the params' layout
+  return functools.partial(_padded_value_and_grad, automaton=padded_automaton(base))
+
+
+def padded_automaton(base):
   letters, accepting, start = transfer.automaton_arrays(base)
   pad = MAX_STATES - letters.shape[-1]
-  padded = transfer.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
-                              jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
-  return functools.partial(_padded_value_and_grad, automaton=padded)
+  assert pad >= 0, (base.describe(), MAX_STATES)
+  return transfer.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
+                            jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
+
+
+def _value_and_grad(params, law, automaton):
+  def risk(theta):
+    mean_f, mean_f2, _, covered = transfer.moments(theta, automaton, law, step=laplace.STEP,
+                                                   left=LEFT, width=WIDTH,
+                                                   num_points=NUM_POINTS)
+    return transfer.squared_risk_of(mean_f, mean_f2)[0], covered
+  return jax.value_and_grad(risk, has_aux=True)(params)
 
 
 @jax.jit
 def _padded_value_and_grad(params, law, automaton):
-  width = laplace.window_width(LANGUAGES["parity"], left=LEFT)
+  with mock.patch.object(lengths_lib, "MAX_FIXED_LENGTH_BITS", FIXED_BITS):  # at trace time
+    return _value_and_grad(params, law, automaton)
 
-  def risk(theta):
-    mean_f, mean_f2, _, _ = transfer.moments(theta, automaton, law, step=laplace.STEP,
-                                             left=LEFT, width=width)
-    return transfer.squared_risk_of(mean_f, mean_f2)[0]
-  return jax.value_and_grad(risk)(params)
+
+_padded_value_and_grad_24_bits = jax.jit(_value_and_grad)
 
 
 def random_language(seed: int):
@@ -106,8 +136,13 @@ def random_language(seed: int):
                          name=f"random{seed}")
 
 
-MAX_STATES = max(lang.automaton()[0].shape[0]
-                 for lang in [*BUILTINS.values(), random_language(0), random_language(1)])
+@functools.cache
+def language(name: str):
+  """A built-in by name, or random0 / random1."""
+  return random_language(int(name[-1])) if name.startswith("random") else BUILTINS[name]()
+
+
+MAX_STATES = 5   # the most states of BUILTINS and the random automata (asserted when padding)
 
 
 @pytest.mark.parametrize("name", sorted(BUILTINS) + ["random0", "random1"])
@@ -116,13 +151,14 @@ def test_fixed_length_risk_and_gradient_equal_enumeration(name):
   and gradient of the route (jax.grad through the quadrature) equal the enumerated sums
   to TOL."""
   index = (sorted(BUILTINS) + ["random0", "random1"]).index(name)
-  base = BUILTINS[name] if name in BUILTINS else random_language(int(name[-1]))
+  base = language(name)
   rng = np.random.default_rng(index)
   cls = index % 2 == 1
   evaluate = fixed_length_risk(base, cls)
   for n in range(1, MAX_LENGTH[base.d] + 1):
     params = random_params(rng, base.d, cls)
-    value, grads = evaluate(params, lj.fixed(n))
+    (value, covered), grads = evaluate(params, lj.fixed(n))
+    assert covered
     expected, expected_grads = enumerated(base, n, params)
     scale = max(1.0, float(jnp.abs(params["beta"]).max()) ** 2)
     assert abs(float(value) - expected) <= TOL * scale, (name, n, float(value), expected)
@@ -131,28 +167,82 @@ def test_fixed_length_risk_and_gradient_equal_enumeration(name):
                                  atol=TOL * scale, err_msg=f"{name} n={n} {key}")
 
 
-@pytest.mark.parametrize("cls", [False, True])
-@pytest.mark.parametrize("kind", ["occurrence", "any_of", "all_of"])
-def test_occurrence_family_as_automata_equals_the_laplace_route(kind, cls):
-  """d = 50, per-token random θ (three score clusters): the transfer route on the automaton
-  and the Laplace route on the presence language agree in risk and gradient to TOL (both
-  are the same trapezoid sums on the same nodes, so only roundoff separates them)."""
+def test_fixed_length_route_at_24_bits():
+  """The same check through lagjax's traced Fixed at its full 24 squarings (the 20 past the
+  bits of n square a power that is never taken, and must leave the risk and its gradient
+  finite and unchanged): Tomita 7 with CLS at n = 10 equals the enumerated sums to TOL."""
+  base = language("tomita7")
+  params = random_params(np.random.default_rng(24), 2, cls=True)
+  (value, covered), grads = _padded_value_and_grad_24_bits(params, lj.fixed(10),
+                                                           padded_automaton(base))
+  assert covered
+  expected, expected_grads = enumerated(base, 10, params)
+  scale = max(1.0, float(jnp.abs(params["beta"]).max()) ** 2)
+  assert abs(float(value) - expected) <= TOL * scale, (float(value), expected)
+  for key, grad in grads.items():
+    np.testing.assert_allclose(np.asarray(grad), expected_grads[key], rtol=0,
+                               atol=TOL * scale, err_msg=key)
+
+
+OCCURRENCE_KINDS = ("occurrence", "any_of", "all_of")
+
+
+@functools.cache
+def occurrence_family(kind: str):
+  """(presence language, the same language as an automaton) at d = 50."""
   d, letters = 50, (0,) if kind == "occurrence" else (0, 1)
-  presence = {"occurrence": lj.occurrence(d), "any_of": lj.any_of(d, letters),
-              "all_of": lj.all_of(d, letters)}[kind]
+  presence = {"occurrence": lambda: lj.occurrence(d), "any_of": lambda: lj.any_of(d, letters),
+              "all_of": lambda: lj.all_of(d, letters)}[kind]()
   automaton = {"occurrence": lambda: rb.occurrence_automaton(d),
                "any_of": lambda: rb.any_of_automaton(d, letters),
                "all_of": lambda: rb.all_of_automaton(d, letters)}[kind]()
+  return presence, automaton
+
+
+@functools.cache
+def occurrence_width() -> int:
+  """One window width for the three languages (the widest: E[n] differs a little), so one
+  compilation of the transfer route serves them all."""
+  return max(laplace.window_width(occurrence_family(kind)[0]) for kind in OCCURRENCE_KINDS)
+
+
+@functools.partial(jax.jit, static_argnames=("width", "num_points"))
+def occurrence_transfer_value_and_grad(params, automaton, law, left, width, num_points):
+  """(risk, grad) of the transfer route (transfer.build's moments) on an automaton as arrays,
+  padded to 4 states, with a traced length law and window start `left`."""
+  def risk(theta):
+    mean_f, mean_f2, _, _ = transfer.moments(theta, automaton, law, step=laplace.STEP, left=left,
+                                             width=width, num_points=num_points)
+    return transfer.squared_risk_of(mean_f, mean_f2)[0]
+  return jax.value_and_grad(risk)(params)
+
+
+@pytest.mark.parametrize("cls", [False, True])
+@pytest.mark.parametrize("kind", OCCURRENCE_KINDS)
+def test_occurrence_family_as_automata_equals_the_laplace_route(kind, cls):
+  """d = 50, per-token random θ (three score clusters): the transfer route on the automaton
+  and the Laplace route on the presence language agree in risk and gradient to TOL (both
+  are the same trapezoid sums on the same nodes, so only roundoff separates them; the
+  transfer route's windows, of one width for the three languages, run up to 5 nodes further
+  right, where every kernel is below exp(-e^4.5) < 1e-39)."""
+  d = 50
+  presence, automaton = occurrence_family(kind)
   assert automaton.length == presence.length
   rng = np.random.default_rng(7)
   params = {"alpha": jnp.asarray(rng.choice([-4.0, 0.0, 5.0], d) + 0.1 * rng.normal(size=d)),
             "beta": jnp.asarray(rng.normal(size=d))}
   if cls:
     params.update(alpha_cls=jnp.asarray(1.5), beta_cls=jnp.asarray(-0.4))
-  points = laplace.window_width(presence) * 3 + int(cls) * laplace.window_width(presence)
+  windows = 3 + int(cls)
+  points = laplace.window_width(presence) * windows
   assert laplace.points_needed(presence, params) <= points
-  value, grads = jax.jit(jax.value_and_grad(transfer.build(automaton, cls=cls,
-                                                          num_points=points).risk))(params)
+  letters, accepting, start = transfer.automaton_arrays(automaton)
+  pad = 4 - letters.shape[-1]
+  padded = transfer.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
+                              jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
+  width = occurrence_width()
+  value, grads = occurrence_transfer_value_and_grad(
+      params, padded, automaton.length, laplace.window_left(automaton), width, windows * width)
   expected, expected_grads = jax.jit(jax.value_and_grad(
       laplace.build(presence, cls=cls, num_points=points).risk))(params)
   assert abs(float(value - expected)) <= TOL, (float(value), float(expected))
@@ -169,7 +259,7 @@ def test_attention_moments_equal_the_laplace_moments():
             "alpha_cls": jnp.asarray(0.2), "beta_cls": jnp.asarray(0.0)}
   moments = jax.jit(transfer.attention_moments(rb.occurrence_automaton(d), cls=True))
   hessian, target = moments(params)
-  expected_h, expected_g = laplace.attention_moments(lj.occurrence(d), cls=True)(params)
+  expected_h, expected_g = jax.jit(laplace.attention_moments(lj.occurrence(d), cls=True))(params)
   np.testing.assert_allclose(hessian, expected_h, rtol=0, atol=TOL)
   np.testing.assert_allclose(target, expected_g, rtol=0, atol=TOL)
 
@@ -178,7 +268,7 @@ def test_attention_moments_equal_the_laplace_moments():
 def test_sampled_route_within_four_standard_errors(name):
   """The sampled route on 20 000 strings (CLS, random θ) lies within 4 standard errors of
   the exact value."""
-  lang = LANGUAGES[name]
+  lang = language(name)
   params = random_params(np.random.default_rng(11), lang.d, cls=True)
   exact = lj.population_risk(lang, params)
   assert exact.route == "transfer"
@@ -228,7 +318,7 @@ def test_beta_only_closed_form_is_the_limit_of_gd_on_the_route():
   eta, steps = 1.0 / eigenvalues.max(), 600
   assert (1 - eta * eigenvalues.min()) ** steps < 1e-12
   sizes = jnp.ones(3)
-  limit = lj.closed_form.output_gd(hessian, target, sizes, jnp.zeros(3), eta, jnp.inf)
+  limit = jax.jit(lj.closed_form.output_gd)(hessian, target, sizes, jnp.zeros(3), eta, jnp.inf)
   risk = transfer.build(lang, cls=True).risk
   grad = jax.grad(lambda beta: risk(lj.models.direct.unstack(params, "beta", beta)))
   walked = jax.jit(lambda beta: jax.lax.fori_loop(0, steps, lambda _, b: b - eta * grad(b),
@@ -249,31 +339,39 @@ def enumerated_error(lang, n: int, params):
   return float(np.prod(lang.pi_array[strings], axis=1) @ wrong)
 
 
+@functools.partial(jax.jit, static_argnames="base")
+def dp_error(params, law, base):
+  """The DP's (0-1 error, tail bound) on `base` with length law `law` (a FixedOneOf, whose
+  choice of length is traced), built inside the compiled function: one compilation per
+  language and layout serves every length."""
+  lang = dataclasses.replace(base, length=law)
+  return automaton_error.build(lang, partition_lib.singletons(lang.d))(params)
+
+
 @pytest.mark.parametrize("name", ["even_pairs", "tomita3", "cycle3", "random0"])
 def test_automaton_error_route_equals_enumeration(name):
   """The DP's exact 0-1 error at fixed lengths n = 1, 4, 7 (d = 2) or 1, 3, 5 (d = 3), CLS
   on for even pairs and cycle navigation, random θ and one θ with a sign-0 tie: equal to
   the enumerated error up to roundoff (≤ 2^7 terms of size ≤ 1: 1e-13); tail bound 0."""
-  base = BUILTINS[name] if name in BUILTINS else random_language(0)
+  base = language(name)
   rng = np.random.default_rng(5)
   cls = name in ("even_pairs", "cycle3")
-  for n in ((1, 4, 7) if base.d == 2 else (1, 3, 5)):
-    lang = dataclasses.replace(base, length=lj.fixed(n))
-    error = jax.jit(automaton_error.build(lang, partition_lib.singletons(lang.d)))
-    tie = dict(random_params(rng, lang.d, cls), beta=jnp.zeros(lang.d))
+  lengths = (1, 4, 7) if base.d == 2 else (1, 3, 5)
+  for n in lengths:
+    tie = dict(random_params(rng, base.d, cls), beta=jnp.zeros(base.d))
     if cls:
       tie["beta_cls"] = jnp.asarray(0.0)
-    for params in (random_params(rng, lang.d, cls), tie):
-      value, bound = error(params)
+    for params in (random_params(rng, base.d, cls), tie):
+      value, bound = dp_error(params, FixedOneOf.of(lengths, n), base)
       assert float(bound) == 0.0
-      assert abs(float(value) - enumerated_error(lang, n, params)) <= 1e-13, (name, n)
+      assert abs(float(value) - enumerated_error(base, n, params)) <= 1e-13, (name, n)
 
 
 def test_exact_error_of_a_regular_language_is_the_dp_and_within_four_se_of_sampling():
   """error.choose picks the DP for a regular language on 2 token groups; lj.error_rate's
   exact value (geometric lengths, tail ≤ 1e-12) lies within 4 SE of 200 000 sampled
   strings."""
-  lang = BUILTINS["tomita4"]
+  lang = language("tomita4")
   params = {"alpha": jnp.array([0.4, -0.2]), "beta": jnp.array([0.3, -0.5]),
             "alpha_cls": jnp.asarray(0.1), "beta_cls": jnp.asarray(0.2)}
   assert lj.risk.error.choose(lang, partition_lib.singletons(2)) == "automaton"
@@ -290,7 +388,7 @@ def test_class_balanced_risk_equals_enumeration():
   language with P(y = +1) = ½ (parity) it equals the population risk."""
   rng = np.random.default_rng(21)
   for n in (3, 5):
-    lang = dataclasses.replace(BUILTINS["even_pairs"], length=lj.fixed(n))
+    lang = dataclasses.replace(language("even_pairs"), length=lj.fixed(n))
     params = random_params(rng, 2, cls=True)
     value = float(jax.jit(transfer.build(lang, cls=True, class_weights="balanced").risk)(params))
     strings, y, _ = labelled_strings(lang, n)
@@ -301,7 +399,7 @@ def test_class_balanced_risk_equals_enumeration():
     loss = 0.5 * (f - y) ** 2
     expected = 0.5 * loss[y > 0].mean() + 0.5 * loss[y < 0].mean()   # uniform π: plain means
     assert abs(value - expected) <= TOL, (n, value, expected)
-  parity = BUILTINS["parity"]
+  parity = language("parity")
   params = random_params(rng, 2, cls=False)
   balanced = jax.jit(transfer.build(parity, class_weights="balanced").risk)(params)
   assert abs(float(balanced) - float(jax.jit(transfer.build(parity).risk)(params))) <= TOL
