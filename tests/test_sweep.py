@@ -120,37 +120,64 @@ GRID = ("--config.eta1.num=24", "--config.eta2.num=24", "--config.chunk_size=4",
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-  """results.csv of one uninterrupted single-process run of GRID."""
+def uninterrupted_run(tmp_path_factory):
+  """(workdir, results.csv rows) of one uninterrupted single-process run of GRID in a fresh
+  workdir. The rows are read at once: test_binary_writes_outputs_and_refuses_other_config
+  later overwrites the workdir with another config."""
   workdir = str(tmp_path_factory.mktemp("uninterrupted"))
   assert run_binary(workdir, *GRID).wait(timeout=300) == 0
-  return read_csv(os.path.join(workdir, "results.csv"))
+  return workdir, read_csv(os.path.join(workdir, "results.csv"))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(uninterrupted_run):
+  """results.csv of the uninterrupted run of GRID."""
+  return uninterrupted_run[1]
+
+
+def wait_for_chunks(process, chunks: str, count: int, deadline: float) -> None:
+  """Returns once `chunks` holds `count` files, the process has exited, or the deadline."""
+  while time.time() < deadline and process.poll() is None:
+    if os.path.isdir(chunks) and len(os.listdir(chunks)) >= count:
+      return
+    time.sleep(0.02)
+
+
+def kill_then_interrupt(workdir: str, deadline: float):
+  """SIGKILL a run of GRID after 5 chunks, then SIGINT its resumed run after 3 more; returns
+  (the chunk files left by the kill with their mtimes, the resumed run, its output), or None
+  when either run finished before its signal (the test's process was not scheduled in time:
+  the race is the test's, not the binary's)."""
+  chunks = os.path.join(workdir, "chunks")
+  process = run_binary(workdir, *GRID)
+  wait_for_chunks(process, chunks, 5, deadline)
+  process.send_signal(signal.SIGKILL)
+  if process.wait() == 0:
+    return None
+  before = {name: os.stat(os.path.join(chunks, name)).st_mtime_ns
+            for name in os.listdir(chunks) if name.endswith(".npz")}
+  assert 0 < len(before) < 24 * 24 // 4, "the kill must land mid-sweep"
+  process = run_binary(workdir, *GRID)
+  wait_for_chunks(process, chunks, len(before) + 3, deadline)
+  process.send_signal(signal.SIGINT)
+  output, _ = process.communicate(timeout=120)
+  return None if process.returncode == 0 else (before, process, output)
 
 
 def test_resume_after_kill_recomputes_nothing(tmp_path, uninterrupted):
   """SIGKILL mid-sweep, then SIGINT mid-resume (one line, status 130), then a rerun: no
-  finished chunk is recomputed and results.csv equals the uninterrupted run's."""
-  workdir = str(tmp_path / "killed")
-  process = run_binary(workdir, *GRID)
+  finished chunk is recomputed and results.csv equals the uninterrupted run's. A run that
+  finished before its signal landed is retried in a fresh workdir (at most three times)."""
+  deadline = time.time() + 600
+  for attempt in range(3):
+    workdir = str(tmp_path / f"killed{attempt}")
+    interrupted = kill_then_interrupt(workdir, deadline)
+    if interrupted:
+      break
+  assert interrupted, "three runs in a row finished before their signal"
+  before, process, output = interrupted
   chunks = os.path.join(workdir, "chunks")
-  deadline = time.time() + 240
-  while time.time() < deadline and process.poll() is None:
-    if os.path.isdir(chunks) and len(os.listdir(chunks)) >= 5:
-      break
-    time.sleep(0.02)
-  process.send_signal(signal.SIGKILL)
-  process.wait()
-  before = {name: os.stat(os.path.join(chunks, name)).st_mtime_ns
-            for name in os.listdir(chunks) if name.endswith(".npz")}
-  assert 0 < len(before) < 24 * 24 // 4, "the kill must land mid-sweep"
   # Ctrl-C in the middle of the resumed run: one line saying how far it got, status 130.
-  process = run_binary(workdir, *GRID)
-  while time.time() < deadline and process.poll() is None:
-    if len(os.listdir(chunks)) >= len(before) + 3:
-      break
-    time.sleep(0.02)
-  process.send_signal(signal.SIGINT)
-  output, _ = process.communicate(timeout=120)
   assert process.returncode == 130, output[-2000:]
   errors = [line for line in output.splitlines() if "error" in line]
   assert len(errors) == 1 and re.fullmatch(
@@ -235,10 +262,17 @@ def test_processes_prepare_one_workdir_together(tmp_path):
              for i in range(400))
 
 
-def test_binary_writes_outputs_and_refuses_other_config(tmp_path):
-  workdir = str(tmp_path / "pd")
-  process = run_binary(workdir, "--config.eta1.num=5", "--config.eta2.num=5",
-                       "--config.save_trajectories=True")
+def test_binary_writes_outputs_and_refuses_other_config(uninterrupted_run):
+  """The uninterrupted run's workdir holds GRID's config: another config is refused, and with
+  --overwrite it is replaced by a 5 x 5 run (with the exact boundary and trajectories) whose
+  outputs are all written."""
+  workdir, _ = uninterrupted_run
+  five = ("--config.eta1.num=5", "--config.eta2.num=5", "--config.save_trajectories=True")
+  refused = run_binary(workdir, *five)
+  output = refused.communicate(timeout=300)[0]
+  assert refused.returncode != 0 and "holds a different config" in output
+  assert len(read_csv(os.path.join(workdir, "results.csv"))) == 24 * 24   # left as it was
+  process = run_binary(workdir, *five, "--overwrite")
   output = process.communicate(timeout=300)[0]
   assert process.returncode == 0, output
   assert "smallest η2 that succeeds" in output
@@ -255,12 +289,6 @@ def test_binary_writes_outputs_and_refuses_other_config(tmp_path):
   assert "--config.eta1.num=5" in metadata["command_line"]
   assert metadata["started_utc"].endswith("+00:00") and metadata["resumed"] is False
   assert metadata["git_dirty"] in (True, False, None)
-  refused = run_binary(workdir, "--config.eta1.num=6", "--config.eta2.num=5")
-  output = refused.communicate(timeout=300)[0]
-  assert refused.returncode != 0 and "holds a different config" in output
-  replaced = run_binary(workdir, "--config.eta1.num=6", "--config.eta2.num=5", "--overwrite")
-  assert replaced.wait(timeout=300) == 0
-  assert len(read_csv(os.path.join(workdir, "results.csv"))) == 30
 
 
 @pytest.mark.parametrize("field, value, message", [

@@ -217,15 +217,16 @@ def test_two_processes_write_the_table_of_one(tmp_path):
   """Table 1 split over 2 processes on loopback (jax.distributed; chunks of 2 runs, so each
   process computes some of every block's chunks) writes table1.csv byte for byte equal to a
   one-process run's: each chunk is the same compiled computation on the same inputs."""
-  env = dict(os.environ, LAGJAX_COMPILATION_CACHE=str(tmp_path / "xla_cache"))
+  # The session's compilation cache (tests/conftest.py): the two processes load what the
+  # one-process run compiled.
   alone = subprocess.run(_table1(tmp_path / "one"), cwd=REPO, capture_output=True, text=True,
-                         timeout=300, env=env)
+                         timeout=300)
   assert alone.returncode == 0, alone.stderr[-3000:]
   port = 21000 + os.getpid() * 7 % 20000
   processes = [subprocess.Popen(
       _table1(tmp_path / "two", f"--coordinator=127.0.0.1:{port}", "--num_processes=2",
               f"--process_id={i}"), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-      text=True, env=env) for i in (1, 0)]
+      text=True) for i in (1, 0)]
   try:
     outputs = [process.communicate(timeout=300)[0] for process in processes[::-1]]
   finally:
