@@ -100,13 +100,14 @@ def test_divergence_is_isolated(reference):
   assert np.all(np.isfinite(reference["final_risk"]))
 
 
-def run_binary(workdir, *extra, env=None, process_args=()):
+def run_binary(workdir, *extra, env=None, process_args=(), niceness=0):
   command = [sys.executable, "-m", "experiments.sweep", "--config",
              os.path.join(ROOT, "experiments/configs/phase_diagram.py"), "--workdir", workdir,
              "--config.d_list=(6,)", "--config.steps_list=(40,)", "--config.num_records=8",
              "--quiet", *extra, *process_args]
   return subprocess.Popen(command, cwd=ROOT, env=env or dict(os.environ),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          preexec_fn=(lambda: os.nice(niceness)) if niceness else None)
 
 
 def read_csv(path):
@@ -145,23 +146,29 @@ def wait_for_chunks(process, chunks: str, count: int, deadline: float) -> None:
 
 def kill_then_interrupt(workdir: str, deadline: float):
   """SIGKILL a run of GRID after 5 chunks, then SIGINT its resumed run after 3 more; returns
-  (the chunk files left by the kill with their mtimes, the resumed run, its output), or None
-  when either run finished before its signal (the test's process was not scheduled in time:
-  the race is the test's, not the binary's)."""
+  (the chunk files left by the kill with their mtimes, the resumed run, its output), or a
+  message when a signal came too late (the test's process was not scheduled in time: the
+  race is the test's, not the binary's)."""
+  # The runs are niced: with a warm compilation cache GRID takes about a second, and a
+  # watcher that waits for CPU behind them can miss the whole run (seen in the full suite).
   chunks = os.path.join(workdir, "chunks")
-  process = run_binary(workdir, *GRID)
+  process = run_binary(workdir, *GRID, niceness=15)
   wait_for_chunks(process, chunks, 5, deadline)
   process.send_signal(signal.SIGKILL)
   if process.wait() == 0:
-    return None
+    return "the first run finished before SIGKILL"
   before = {name: os.stat(os.path.join(chunks, name)).st_mtime_ns
             for name in os.listdir(chunks) if name.endswith(".npz")}
-  assert 0 < len(before) < 24 * 24 // 4, "the kill must land mid-sweep"
-  process = run_binary(workdir, *GRID)
+  if len(before) > 24 * 24 // 4 - 3:
+    return f"SIGKILL landed after {len(before)} of 144 chunks"
+  assert before, "the kill must land after the first chunk"
+  process = run_binary(workdir, *GRID, niceness=15)
   wait_for_chunks(process, chunks, len(before) + 3, deadline)
   process.send_signal(signal.SIGINT)
   output, _ = process.communicate(timeout=120)
-  return None if process.returncode == 0 else (before, process, output)
+  if process.returncode == 0:
+    return "the resumed run finished before SIGINT"
+  return before, process, output
 
 
 def test_resume_after_kill_recomputes_nothing(tmp_path, uninterrupted):
@@ -169,12 +176,14 @@ def test_resume_after_kill_recomputes_nothing(tmp_path, uninterrupted):
   finished chunk is recomputed and results.csv equals the uninterrupted run's. A run that
   finished before its signal landed is retried in a fresh workdir (at most three times)."""
   deadline = time.time() + 600
+  late = []
   for attempt in range(3):
     workdir = str(tmp_path / f"killed{attempt}")
     interrupted = kill_then_interrupt(workdir, deadline)
-    if interrupted:
+    if not isinstance(interrupted, str):
       break
-  assert interrupted, "three runs in a row finished before their signal"
+    late.append(interrupted)
+  assert len(late) < 3, late
   before, process, output = interrupted
   chunks = os.path.join(workdir, "chunks")
   # Ctrl-C in the middle of the resumed run: one line saying how far it got, status 130.
