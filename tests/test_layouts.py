@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from enumeration import FixedOneOf, padded_labelled_strings
+from enumeration import FixedOneOf, padded_automaton, padded_labelled_strings
 
 import lagjax as lj
 from lagjax.data import lengths as lengths_lib
@@ -113,17 +113,6 @@ def test_forward_tokens_follows_the_definition(layout):
   np.testing.assert_allclose(f, expected, rtol=0, atol=1e-14)
 
 
-def padded_automaton(base):
-  """The automaton of `base` as arrays, padded with unreachable states to MAX_STATES (they
-  add exact zeros), so that one compilation serves every language of one alphabet size."""
-  letters, accepting, start = transfer.automaton_arrays(base)
-  pad = MAX_STATES - letters.shape[-1]
-  assert pad >= 0, (base.describe(), MAX_STATES)
-  return transfer.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
-                            jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
-
-
-@jax.jit
 def padded_route(params, law, automaton):
   """((risk, grid covered), grad) of the transfer route at params, on an automaton as arrays,
   under a traced length law (lj.fixed(n)). One compilation per layout and alphabet size
@@ -157,7 +146,7 @@ def random_language(seed: int):
 
 def check_against_enumeration(base, n, params):
   lengths = LENGTHS[base.d]
-  (value, covered), grads = padded_route(params, lj.fixed(n), padded_automaton(base))
+  (value, covered), grads = padded_route(params, lj.fixed(n), padded_automaton(base, MAX_STATES))
   assert covered
   expected, expected_grads = enumerated_value_and_grad(
       params, *padded_labelled_strings(base, n, max(lengths)))
@@ -275,7 +264,7 @@ def test_block_path_equals_the_phased_automaton(cls):
   for name in BLOCK_PATH_LANGUAGES:
     lang = language(name)
     params = random_params(rng, 2, cls=cls, **FULL)
-    results = block_and_phased(params, lang.length, padded_automaton(lang), quadrature)
+    results = block_and_phased(params, lang.length, padded_automaton(lang, MAX_STATES), quadrature)
     ((block, block_moments), block_grads), ((general, general_moments), general_grads) = results
     assert block_moments[2] and general_moments[2]
     scale = max(1.0, (3 * max(float(jnp.abs(v).max()) for v in params.values())) ** 2)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from enumeration import FixedOneOf, labelled_strings
+from enumeration import FixedOneOf, labelled_strings, padded_automaton
 
 import lagjax as lj
 from lagjax.data import lengths as lengths_lib
@@ -101,15 +101,7 @@ def fixed_length_risk(base, cls: bool):
   padded with unreachable states to MAX_STATES (exact zeros), so one compilation per
   (d, cls) serves every language."""
   del cls  # read from the params' layout
-  return functools.partial(_padded_value_and_grad, automaton=padded_automaton(base))
-
-
-def padded_automaton(base):
-  letters, accepting, start = transfer.automaton_arrays(base)
-  pad = MAX_STATES - letters.shape[-1]
-  assert pad >= 0, (base.describe(), MAX_STATES)
-  return transfer.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
-                            jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
+  return functools.partial(_padded_value_and_grad, automaton=padded_automaton(base, MAX_STATES))
 
 
 def _value_and_grad(params, law, automaton):
@@ -174,7 +166,7 @@ def test_fixed_length_route_at_24_bits():
   base = language("tomita7")
   params = random_params(np.random.default_rng(24), 2, cls=True)
   (value, covered), grads = _padded_value_and_grad_24_bits(params, lj.fixed(10),
-                                                           padded_automaton(base))
+                                                           padded_automaton(base, MAX_STATES))
   assert covered
   expected, expected_grads = enumerated(base, 10, params)
   scale = max(1.0, float(jnp.abs(params["beta"]).max()) ** 2)
@@ -236,10 +228,7 @@ def test_occurrence_family_as_automata_equals_the_laplace_route(kind, cls):
   windows = 3 + int(cls)
   points = laplace.window_width(presence) * windows
   assert laplace.points_needed(presence, params) <= points
-  letters, accepting, start = transfer.automaton_arrays(automaton)
-  pad = 4 - letters.shape[-1]
-  padded = transfer.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
-                              jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
+  padded = padded_automaton(automaton, 4)
   width = occurrence_width()
   value, grads = occurrence_transfer_value_and_grad(
       params, padded, automaton.length, laplace.window_left(automaton), width, windows * width)
