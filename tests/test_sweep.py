@@ -207,20 +207,21 @@ def test_resume_after_kill_recomputes_nothing(tmp_path, uninterrupted):
   assert read_csv(os.path.join(workdir, "results.csv")) == uninterrupted
 
 
-def test_four_devices_and_two_processes_match_one(tmp_path, uninterrupted):
+def test_two_processes_of_two_devices_match_one(tmp_path, uninterrupted):
+  """Two processes on loopback, each sharding its chunks over two devices: the sharded
+  chunks and the split of chunks between processes in one run."""
   env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
-             "--xla_force_host_platform_device_count=4")
-  four = str(tmp_path / "four")
-  assert run_binary(four, *GRID, env=env).wait(timeout=300) == 0
-  compare_numeric(read_csv(os.path.join(four, "results.csv")), uninterrupted)
-
+             "--xla_force_host_platform_device_count=2")
   hosts = str(tmp_path / "hosts")
-  for code, output in run_two_processes(hosts, GRID):
+  for code, output in run_two_processes(hosts, GRID, env=env):
     assert code == 0, output[-3000:]
   compare_numeric(read_csv(os.path.join(hosts, "results.csv")), uninterrupted)
+  with open(os.path.join(hosts, "metadata.json")) as f:
+    metadata = json.load(f)
+  assert metadata["process_count"] == 2 and len(metadata["devices"]) == 4, metadata["devices"]
 
 
-def run_two_processes(workdir, grid):
+def run_two_processes(workdir, grid, env=None):
   """Runs the sweep as 2 processes on loopback; returns [(returncode, output)] per process.
 
   No retry: the one start-up "hang" ever seen was a race in prepare_workdir (one process
@@ -228,7 +229,7 @@ def run_two_processes(workdir, grid):
   covers it.
   """
   port = 20000 + os.getpid() * 7 % 20000
-  processes = [run_binary(workdir, *grid, process_args=(
+  processes = [run_binary(workdir, *grid, env=env, process_args=(
       f"--coordinator=127.0.0.1:{port}", "--num_processes=2", f"--process_id={i}"))
       for i in (1, 0)]
   try:  # the leader (process 0) first: it finishes last
