@@ -213,8 +213,11 @@ def make_success_curve(lang: languages.Language, n_grid, *, eta1: float, eta2: f
   rows = jnp.arange(n_max)
 
   def one_seed(key):
-    (c1, y1), (c2, y2), (c3, y3) = (sampling.sample_counts_poisson(k, lang, n_max)
-                                    for k in jax.random.split(key, 3))
+    # One vmapped sampler for the three phases' strings: the same draws as three calls
+    # (each key's draws are its own under vmap), one copy of the sampler to compile.
+    counts, labels = jax.vmap(lambda k: sampling.sample_counts_poisson(k, lang, n_max))(
+        jax.random.split(key, 3))
+    (c1, c2, c3), (y1, y2, y3) = counts, labels
 
     def at(n):
       weights = jnp.where(rows < n, 1.0 / n, 0.0)
