@@ -25,8 +25,19 @@ def random_strings(rng, vocab, batch, n_max, min_len=1):
 
 
 def random_params(rng, config, scale=1.0):
-  params, fixed = tf.init(jax.random.key(int(rng.integers(1 << 30))), config)
-  return jax.tree.map(lambda p: scale * jnp.asarray(rng.standard_normal(p.shape)), params), fixed
+  """N(0, scale²) params and the fixed embeddings of tf.init (one-hot, or N(0, 1/width) rows
+  drawn here), with init's shapes; built in numpy, since compiling tf.init for every config
+  would cost more than the tests themselves (init has tests of its own)."""
+  seed = int(rng.integers(1 << 30))
+  table = np.eye(config.vocab + 1, config.token_dim)
+  if config.embedding == "random":
+    table = np.random.default_rng(seed).standard_normal(table.shape) / math.sqrt(table.shape[1])
+  params = {name: jnp.asarray(scale * rng.standard_normal(shape))
+            for name, shape in sorted(tf.param_shapes(config).items())}
+  fixed = {"E": jnp.asarray(table[:-1]), "e_cls": jnp.asarray(table[-1])}
+  chex.assert_trees_all_equal_shapes_and_dtypes(
+      (params, fixed), jax.eval_shape(lambda key: tf.init(key, config), jax.random.key(0)))
+  return params, fixed
 
 
 # ---------------------------------------------------------------------------
@@ -44,10 +55,15 @@ def test_reduces_to_direct_model(embedding, width, cls, attention):
                                 attention=attention)
   params, fixed = random_params(rng, config)
   tokens, mask = random_strings(rng, 6, batch=64, n_max=12)
-  direct = tf.to_direct(params, fixed, config)
+
+  @jax.jit  # one compiled program per case
+  def both_models(params):
+    direct = tf.to_direct(params, fixed, config)
+    return direct, model.forward_tokens(direct, tokens, mask), tf.apply(params, fixed, config,
+                                                                        tokens, mask)
+
+  direct, expected, got = both_models(params)
   assert model.has_cls(direct) == cls
-  expected = jax.jit(model.forward_tokens)(direct, tokens, mask)
-  got = tf.apply(params, fixed, config, tokens, mask)
   chex.assert_shape(got, (64,))
   assert np.std(np.asarray(expected)) > 1e-3  # a non-constant function is being compared
   chex.assert_trees_all_close(got, expected, atol=1e-12, rtol=0)
@@ -160,14 +176,19 @@ def test_token_lookup_path_matches_the_stream_path(name):
   tokens, mask = random_strings(rng, config.vocab, batch=8, n_max=config.max_len or 6)
   mask[0] = False  # an empty row as well
   embedded = fixed["E"][tokens]
-  chex.assert_trees_all_close(tf.apply(params, fixed, config, embedded, mask),
-                              tf.apply(params, fixed, config, tokens, mask), atol=1e-12)
 
   def loss(p, inputs):
     return jnp.sum(jnp.sin(tf.apply(p, fixed, config, inputs, mask)))
 
-  chex.assert_trees_all_close(jax.grad(loss)(params, embedded), jax.grad(loss)(params, tokens),
-                              atol=1e-11)
+  @jax.jit  # both paths, outputs and gradients, in one compiled program
+  def outputs_and_gradients(params, embedded, tokens):
+    return ((tf.apply(params, fixed, config, embedded, mask),
+             tf.apply(params, fixed, config, tokens, mask)),
+            (jax.grad(loss)(params, embedded), jax.grad(loss)(params, tokens)))
+
+  (stream, lookup), (stream_grad, lookup_grad) = outputs_and_gradients(params, embedded, tokens)
+  chex.assert_trees_all_close(stream, lookup, atol=1e-12)
+  chex.assert_trees_all_close(stream_grad, lookup_grad, atol=1e-11)
 
 
 def test_init_shapes_and_fixed_embeddings():
@@ -200,10 +221,15 @@ def test_parameter_groups_are_declared_and_followed_by_plans():
   assert {k for k, g in models.group_labels(slr.GROUPS, slr_params).items()
           if g == "attention"} == {"kappa"}
   tokens, mask = np.array([[0, 1, 2, 1]]), np.array([[True] * 4])
-  grads = jax.grad(lambda p: tf.apply(p, fixed, config, tokens, mask).sum())(params)
   tx = plans.attention_only(0.5, 1).transformation(labels)
-  updates, _ = tx.update(grads, tx.init(params), params)
-  new = optax.apply_updates(params, updates)
+
+  @jax.jit  # the gradient and the plan's step in one compiled program
+  def step(params):
+    grads = jax.grad(lambda p: tf.apply(p, fixed, config, tokens, mask).sum())(params)
+    updates, _ = tx.update(grads, tx.init(params), params)
+    return optax.apply_updates(params, updates)
+
+  new = step(params)
   for name in params:
     moved = not np.allclose(new[name], params[name])
     assert moved == (name in attention), name
@@ -250,8 +276,9 @@ def test_stable_for_huge_weights_and_empty_rows(cls):
   tokens, mask = random_strings(rng, 4, batch=5, n_max=6)
   mask[0] = False  # an all-masked row
   loss = lambda p: (tf.apply(p, fixed, config, tokens, mask) * 1e-120).sum()
-  out = tf.apply(params, fixed, config, tokens, mask)
-  chex.assert_tree_all_finite((out, jax.grad(loss)(params)))
+  out, grads = jax.jit(lambda p: (tf.apply(p, fixed, config, tokens, mask), jax.grad(loss)(p)))(
+      params)
+  chex.assert_tree_all_finite((out, grads))
   assert (float(out[0]) == 0.0) == (not cls)  # only CLS is left to attend to
 
 
@@ -364,13 +391,19 @@ def test_last_token_query_is_the_last_real_position(attention, inputs):
   kept = np.array([[1, 2], [2, 1]])  # the real tokens of each row, in order
   if inputs == "embeddings":  # the explicit-stream path instead of the token lookup
     tokens, kept = fixed["E"][tokens], fixed["E"][kept]
-  holes = tf.apply(params, fixed, config, tokens, mask)
-  prefix = tf.apply(params, fixed, config, kept, np.ones((2, 2), bool))
+  full = np.ones((2, 2), bool)
+
+  @jax.jit  # the three calls in one compiled program
+  def outputs(params):
+    return (tf.apply(params, fixed, config, tokens, mask),
+            tf.apply(params, fixed, config, kept, full),
+            tf.apply(params, fixed, config, kept[:, ::-1], full))
+
+  holes, prefix, reversed_prefix = outputs(params)
   chex.assert_trees_all_close(holes, prefix, atol=1e-12, rtol=0)
   # The rows' second-to-last real tokens differ from their last ones, so a query taken at
   # entry (count - 1) would change f.
-  assert np.all(np.abs(np.asarray(prefix - tf.apply(params, fixed, config, kept[:, ::-1],
-                                                    np.ones((2, 2), bool)))) > 1e-3)
+  assert np.all(np.abs(np.asarray(prefix - reversed_prefix)) > 1e-3)
 
 
 # ---------------------------------------------------------------------------
