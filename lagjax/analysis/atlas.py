@@ -217,7 +217,8 @@ def _train_all(automaton, p, data, *, layout, settings, left):
   labels = functools.partial(models.group_labels, direct.GROUPS)
 
   def one(automaton, p, data):
-    report = _risk_fn(automaton, p, left, width, num_points)
+    # Jitted, so the risk is traced once for its gradient and its record (same values).
+    report = jax.jit(_risk_fn(automaton, p, left, width, num_points))
     value_and_grad = jax.value_and_grad(lambda params: report(params)[0])
 
     def record(params):
@@ -245,7 +246,9 @@ def _best_risk(automaton, p, key, *, layout, settings, left):
   zero = direct.zero_params(size, layout)
 
   def one(automaton, p, key):
-    risk = lambda params: _risk_fn(automaton, p, left, width, num_points)(params)[0]  # noqa: E731
+    # Jitted, so the risk is traced once for L-BFGS's many calls (the same values; it
+    # halves the tracing of this program).
+    risk = jax.jit(lambda params: _risk_fn(automaton, p, left, width, num_points)(params)[0])
     solver = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(risk)
 
