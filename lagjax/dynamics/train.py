@@ -209,8 +209,22 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
     value_and_grad = jax.value_and_grad(lambda p: risk(to_direct(p)))
     return lambda params, step_key: value_and_grad(params)
 
-  def empirical_objective(objective: plans.Empirical, phase_key, to_direct):
-    counts, labels = sample_counts(phase_key, lang, objective.n_samples)
+  def empirical_samples(key):
+    """{slot index: (counts, labels)}, each slot's sample drawn from fold_in(key, index); the
+    slots of one sample size share one vmapped sampler (the same draws, one copy to compile)."""
+    by_size = {}
+    for i, slot in enumerate(slots):
+      if isinstance(slot.objective, plans.Empirical):
+        by_size.setdefault(slot.objective.n_samples, []).append(i)
+    samples = {}
+    for n_samples, indices in by_size.items():
+      keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.asarray(indices))
+      counts, labels = jax.vmap(sample_counts, in_axes=(0, None, None))(keys, lang, n_samples)
+      samples.update({i: (counts[j], labels[j]) for j, i in enumerate(indices)})
+    return samples
+
+  def empirical_objective(objective: plans.Empirical, sample, to_direct):
+    counts, labels = sample
 
     def empirical(params, step_key):
       if objective.batch_size is None:
@@ -234,9 +248,9 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
   def make_loop(to_direct):
     """The one training loop (lagjax/dynamics/runner.py) with the model read through to_direct."""
     def objective(key):
+      samples = empirical_samples(key)
       branches = [population_objective(name, to_direct) if isinstance(name, plans.Population)
-                  else empirical_objective(slots[name].objective, jax.random.fold_in(key, name),
-                                           to_direct)
+                  else empirical_objective(slots[name].objective, samples[name], to_direct)
                   for name in branch_names]
 
       def step_objective(params, t, phase):
