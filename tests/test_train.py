@@ -49,7 +49,7 @@ def claims_run(name):
   """The runs of the claims at d = 10, built once per module."""
   lang = lj.occurrence(CLAIMS_D)
   plan = {
-      "attention_only": lj.plans.attention_only(100.0, 20),
+      "attention_only": lj.plans.attention_only(100.0, CLAIMS_STEPS),  # output_only's program
       "attention_first": lj.plans.attention_first(100.0, 1.0, CLAIMS_STEPS),
       "output_only": lj.plans.output_only(1.0, CLAIMS_STEPS),
       "three_phase": lj.plans.three_phase(10.0, 100.0, 1.0, CLAIMS_STEPS),
@@ -71,12 +71,18 @@ def least_squares_floor(d):
 
 
 def laplace_floor(lang):
-  """The same floor from laplace.attention_moments at α = 0 and a least-squares solve."""
+  """The same floor from laplace.attention_moments at α = 0 and a least-squares solve (one
+  compiled program)."""
   partition = lj.partition.of_language(lang)
-  hessian, target = lj.risk.laplace.attention_moments(lang, partition)(
-      {"alpha": jnp.zeros(partition.num_groups)})
-  beta = jnp.linalg.lstsq(hessian, target)[0]
-  return float(lj.closed_form.quadratic_risk(hessian, target, beta))
+  moments = lj.risk.laplace.attention_moments(lang, partition)
+
+  @jax.jit
+  def floor(alpha):
+    hessian, target = moments({"alpha": alpha})
+    beta = jnp.linalg.lstsq(hessian, target)[0]
+    return lj.closed_form.quadratic_risk(hessian, target, beta)
+
+  return float(floor(jnp.zeros(partition.num_groups)))
 
 
 def test_least_squares_floor_at_d10():
@@ -91,7 +97,7 @@ def test_least_squares_floor_at_d10():
 def test_attention_only_stays_at_half():
   """attention_only from zero never moves: R = 1/2 at every recorded step, α = β = 0."""
   run = claims_run("attention_only")
-  assert run.risk.shape == (21,)
+  assert run.risk.shape == (CLAIMS_STEPS + 1,)
   np.testing.assert_allclose(run.risk, 0.5, rtol=0, atol=EXACT)
   np.testing.assert_array_equal(run.alpha, 0.0)
   np.testing.assert_array_equal(run.beta, 0.0)
@@ -334,14 +340,19 @@ def test_train_kqv():
   init = lj.models.kqv.kqv_to_direct(trainable, fixed)
   np.testing.assert_allclose(run.alpha[0], init["alpha"], rtol=0, atol=1e-15)
   np.testing.assert_allclose(run.beta[0], init["beta"], rtol=0, atol=1e-15)
-  # One joint SGD step on all four weight matrices, by hand.
-  risk = jax.jit(lj.risk_fn(lang).risk)
-  grads = jax.jit(jax.grad(lambda w: risk(lj.models.kqv.kqv_to_direct(w, fixed))))(trainable)
-  stepped = jax.tree_util.tree_map(lambda w, g: w - eta * g, trainable, grads)
-  after = lj.models.kqv.kqv_to_direct(stepped, fixed)
+  risk = lj.risk_fn(lang).risk
+
+  @jax.jit  # one compiled program
+  def by_hand(trainable, init):
+    """One joint SGD step on all four weight matrices, and the risk at the init."""
+    grads = jax.grad(lambda w: risk(lj.models.kqv.kqv_to_direct(w, fixed)))(trainable)
+    stepped = jax.tree_util.tree_map(lambda w, g: w - eta * g, trainable, grads)
+    return lj.models.kqv.kqv_to_direct(stepped, fixed), risk(init)
+
+  after, init_risk = by_hand(trainable, init)
   np.testing.assert_allclose(run.alpha[1], after["alpha"], rtol=0, atol=EXACT)
   np.testing.assert_allclose(run.beta[1], after["beta"], rtol=0, atol=EXACT)
-  np.testing.assert_allclose(run.risk[0], risk(init), rtol=0, atol=EXACT)
+  np.testing.assert_allclose(run.risk[0], init_risk, rtol=0, atol=EXACT)
   assert run.risk[-1] < run.risk[0]
 
 
@@ -349,12 +360,14 @@ def test_train_kqv():
 # Divergence.
 # ---------------------------------------------------------------------------
 
+# The runs of output_only at d = 5 share one length, so lj.train compiles their loop once.
+DIVERGENCE_STEPS = 8
+
 
 def test_divergence_is_marked_and_frozen():
   """A huge η is marked diverged at the first step whose objective blows up; records stay finite."""
   lang = lj.occurrence(5)
-  steps = 8
-  run = lj.train(lang, lj.plans.output_only(1e6, steps))
+  run = lj.train(lang, lj.plans.output_only(1e6, DIVERGENCE_STEPS))
   assert bool(run.diverged)
   step = int(run.diverged_step)
   assert step >= 0
@@ -379,7 +392,7 @@ def test_divergence_is_marked_and_frozen():
 def test_divergence_does_not_leak_across_a_vmap():
   """Vmapped over η, a diverging lane leaves the other lane equal to its own run."""
   lang = lj.occurrence(5)
-  plan = lj.plans.output_only(1.0, 6)
+  plan = lj.plans.output_only(1.0, DIVERGENCE_STEPS)
   theta0 = lj.init_params(5)
   partition = choose_partition(lang, theta0, plan, "auto")
   run = make_runner(lang, plan.slots(), partition, num_steps=plan.total_steps)
@@ -396,13 +409,13 @@ def test_divergence_does_not_leak_across_a_vmap():
 
 
 def test_divergence_guard_rejects_non_finite_new_params():
-  """From β0 = 50 at d = 5, output_only(1e308, 3): R(θ0) ~ 1e3 is finite and below max_risk,
+  """From β0 = 50 at d = 5, output_only(1e308, 8): R(θ0) ~ 1e3 is finite and below max_risk,
   but the step η ∂R/∂β overflows, so the new params are not finite. The guard must mark
   the run diverged at step 0 and keep θ0 in every record. (A guard that checks only
   the objective accepts the infinite params and marks step 1, with NaN records.)"""
   lang = lj.occurrence(5)
   theta0 = {"alpha": np.zeros(5), "beta": np.full(5, 50.0)}
-  run = lj.train(lang, lj.plans.output_only(1e308, 3), theta0)
+  run = lj.train(lang, lj.plans.output_only(1e308, DIVERGENCE_STEPS), theta0)
   assert bool(run.diverged) and int(run.diverged_step) == 0
   chex.assert_tree_all_finite((run.risk, run.error, run.alpha, run.beta, run.margin, run.params))
   assert 1e3 < float(run.risk[0]) < MAX_RISK
