@@ -460,15 +460,25 @@ def zero_score_constants(moments_at, size: int):
   return hessian, target, -d_target.T, jnp.moveaxis(d_hessian, -1, 0)
 
 
-def _constants_at_zero(moments, unstack, zero, size: int):
-  """(H, g, gram_factors(H, g), B, C) at α = 0 from one compiled call (see make_trajectory)."""
+@functools.lru_cache(maxsize=32)
+def _constants_at_zero(lang: languages.Language, partition: partition_lib.Partition, cls: bool):
+  """(H, g, gram_factors(H, g), B, C) at α = 0 from one compiled call (see make_trajectory),
+  as read-only NumPy arrays; cached, so every trajectory of one language, partition and CLS
+  choice (the plans of a sweep, the three-phase kernel) shares one compilation."""
+  moments = moments_lib.moments_fn(lang, partition, cls=cls)
+  zero = direct.zero_params(partition.num_groups, cls)
+  size = partition.metric(cls).shape[0]
+
   @jax.jit
   def constants():
     hessian, target, linear, quadratic = zero_score_constants(
-        lambda alpha: moments(unstack(zero, "alpha", alpha)), size)
+        lambda alpha: moments(direct.unstack(zero, "alpha", alpha)), size)
     return hessian, target, gram_factors(hessian, target), linear, quadratic
 
-  return constants()
+  arrays = tuple(np.array(x) for x in constants())
+  for array in arrays:
+    array.setflags(write=False)
+  return arrays
 
 
 def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: int = 64,
@@ -536,8 +546,8 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
   # Constants while α = 0, computed once here (one compiled call), not per configuration
   # of a vmapped sweep: H, g, the Gram factors and the attention gradient's coefficients
   # B, C (zero_score_constants).
-  zero_hessian, zero_target, zero_factors, linear, quadratic = (
-      np.asarray(x) for x in _constants_at_zero(moments, unstack, zero, metric.shape[0]))
+  zero_hessian, zero_target, zero_factors, linear, quadratic = _constants_at_zero(
+      lang, partition, bool(cls))
   scale = metric
 
   total = plan.total_steps
