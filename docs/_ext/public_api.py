@@ -63,7 +63,8 @@ def public_names() -> Iterator[PublicName]:
     for name, obj in vars(module).items():
       if name.startswith("_") or (exported is not None and name not in exported):
         continue
-      if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+      # inspect.unwrap: a jax.jit or custom_jvp function is public like a plain one.
+      if not (inspect.isfunction(inspect.unwrap(obj)) or inspect.isclass(obj)):
         continue
       if getattr(obj, "__module__", None) != module_name:
         continue

@@ -242,7 +242,20 @@ def diagonally_dominant_inverse(matrix):
   elimination without pivoting (stable there: no pivot is smaller than the margin of
   dominance). Plain array operations, so that a vmapped batch of small systems never calls
   the batched LAPACK kernels, which on CPU can deadlock XLA's thread pool (BUILD_NOTES.md,
-  "A deadlock in batched LU")."""
+  "A deadlock in batched LU"). The resolvent (I - qT)⁻¹ of the transfer route (§3d) is
+  such a matrix; its derivative is d(M⁻¹) = -M⁻¹ dM M⁻¹.
+
+  Args:
+    matrix: (Q, Q), strictly diagonally dominant by rows.
+
+  Returns:
+    The inverse (Q, Q).
+
+  Example:
+    >>> inverse = lj.data.lengths.diagonally_dominant_inverse(jnp.array([[2.0, 1.0], [1.0, 3.0]]))
+    >>> (inverse * 5).round(12).tolist()
+    [[3.0, -1.0], [-1.0, 2.0]]
+  """
   size = matrix.shape[-1]
   augmented = jnp.concatenate([matrix, jnp.eye(size, dtype=matrix.dtype)], axis=-1)
 

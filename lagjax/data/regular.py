@@ -82,18 +82,45 @@ class RegularLanguage(languages.Language, languages.AutomatonLabels):
     return acceptance_probability(self.automaton(), self.pi_array, self.length)
 
   def label_tokens(self, tokens, mask):
-    table = jnp.asarray(self.table)
-    tokens = jnp.asarray(tokens)
-    mask = jnp.asarray(mask, bool)
+    return read_labels(jnp.asarray(self.table), jnp.asarray(self.accept), self.start_state,
+                       jnp.asarray(tokens), jnp.asarray(mask, bool))
 
-    def read(state, position):
-      token, real = position
-      return jnp.where(real, table[state, token], state), None
 
-    start = jnp.full(tokens.shape[:-1], self.start_state, table.dtype)
-    final, _ = jax.lax.scan(read, start, (jnp.moveaxis(tokens, -1, 0),
-                                          jnp.moveaxis(mask, -1, 0)))
-    return jnp.where(jnp.asarray(self.accept)[final], 1.0, -1.0)
+@jax.jit
+def read_labels(table, accepting, start, tokens, mask):
+  """y = +1 where the DFA accepts the real tokens of each padded string, else -1 (§1c).
+
+  The automaton is an argument, not a constant: one compilation per shape serves every
+  DFA of that size (the sampled route pads tables to a few sizes).
+
+  Args:
+    table: transitions (Q, d), int.
+    accepting: (Q,) bool.
+    start: the start state, an int.
+    tokens: token ids (..., n), int.
+    mask: True at real positions (..., n); δ skips the others.
+
+  Returns:
+    y (...,), ±1.0.
+
+  Example:
+    Parity (y = +1 iff the number of 1s is odd); the masked 1 is not read:
+
+    >>> table, accepting = jnp.array([[0, 1], [1, 0]]), jnp.array([False, True])
+    >>> tokens = jnp.array([[1, 0, 0], [1, 1, 1]])
+    >>> mask = jnp.array([[True, True, True], [True, True, False]])
+    >>> lj.data.regular.read_labels(table, accepting, 0, tokens, mask).tolist()
+    [1.0, -1.0]
+  """
+
+  def read(state, position):
+    token, real = position
+    return jnp.where(real, table[state, token], state), None
+
+  first = jnp.full(tokens.shape[:-1], start, table.dtype)
+  final, _ = jax.lax.scan(read, first, (jnp.moveaxis(tokens, -1, 0),
+                                        jnp.moveaxis(mask, -1, 0)))
+  return jnp.where(accepting[final], 1.0, -1.0)
 
 
 def transfer_matrix(table: np.ndarray, weights) -> np.ndarray:
@@ -447,4 +474,4 @@ def regular(transitions, accepting, *, start: int = 0, pi=None, length=None,
 
 
 __all__ = ["RegularLanguage", "acceptance", "acceptance_probability", "balanced_geometric",
-           "complete", "minimize", "reachable", "regular", "transfer_matrix"]
+           "complete", "minimize", "reachable", "read_labels", "regular", "transfer_matrix"]

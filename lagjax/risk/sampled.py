@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagjax import validation
-from lagjax.data import languages
+from lagjax.data import languages, regular
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import base
@@ -65,15 +65,41 @@ def bucket_length(n: int) -> int:
   return max(8, 1 << int(np.ceil(np.log2(max(n, 1)))))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 3))
-def _draw_chunk(lang: languages.Language, key, lengths, width: int) -> Batch:
-  """Tokens iid π for strings of the given lengths, padded to `width` (lengths 0 = unused row)."""
+@functools.partial(jax.jit, static_argnums=3)
+def _draw_tokens(pi, key, lengths, width: int):
+  """Tokens iid π for strings of the given lengths, padded to `width` (lengths 0 = unused
+  row): (tokens, mask, weight). One compilation per (d, rows, width), whatever the language."""
   # Inverse-CDF sampling: one uniform per token instead of d Gumbels.
-  cdf = jnp.cumsum(jnp.asarray(lang.pi_array))[:-1]
+  cdf = jnp.cumsum(pi)[:-1]
   uniforms = jax.random.uniform(key, (lengths.shape[0], width))
   tokens = jnp.searchsorted(cdf, uniforms, side="right")
   mask = jnp.arange(width)[None, :] < lengths[:, None]
-  return Batch(tokens, mask, lang.label_tokens(tokens, mask), (lengths > 0).astype(jnp.float64))
+  return tokens, mask, (lengths > 0).astype(jnp.float64)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _labels(lang: languages.Language, tokens, mask):
+  return lang.label_tokens(tokens, mask)
+
+
+def _padded_dfa(lang: languages.AutomatonLabels):
+  """The DFA's (table, accepting, start), Q padded to bucket_length(Q) with rejecting states
+  that loop on themselves (never reached): DFAs of similar size share one compilation."""
+  table, accepting, start = lang.automaton()
+  extra = np.arange(table.shape[0], bucket_length(table.shape[0]))
+  table = np.concatenate([table, np.repeat(extra[:, None], table.shape[1], axis=1)])
+  accepting = np.concatenate([accepting, np.zeros(extra.size, bool)])
+  return jnp.asarray(table), jnp.asarray(accepting), start
+
+
+def _draw_chunk(lang: languages.Language, key, lengths, width: int) -> Batch:
+  """One padded chunk of strings of `lang` with their labels."""
+  tokens, mask, weight = _draw_tokens(jnp.asarray(lang.pi_array), key, lengths, width)
+  if isinstance(lang, languages.AutomatonLabels):
+    labels = regular.read_labels(*_padded_dfa(lang), tokens, mask)
+  else:
+    labels = _labels(lang, tokens, mask)
+  return Batch(tokens, mask, labels, weight)
 
 
 def sample_batches(key, lang: languages.Language, n_samples: int,
