@@ -130,28 +130,6 @@ def test_locked_config_rejects_misspelled_field(outputs):
   assert "dd" in text
 
 
-def test_table1_quick_smoke(tmp_path):
-  """The Table 1 binary runs end to end on a subset of tasks and plans (quick config)."""
-  workdir = tmp_path / "table1"
-  result = subprocess.run(
-      [sys.executable, "-m", "experiments.table1", "--config",
-       str(REPO / "experiments/configs/table1.py") + ":quick",
-       "--config.tasks=('occurrence', 'icl_bigram', 'slr')",
-       "--config.attention_variants=('direct',)",
-       "--config.plans=('joint', 'three_phase')", "--workdir", str(workdir)],
-      cwd=REPO, capture_output=True, text=True, timeout=600)
-  assert result.returncode == 0, result.stderr[-3000:]
-  for name in ("table1.md", "table1.csv", "lag_curves.png"):
-    assert (workdir / name).exists(), name
-  rows = (workdir / "table1.csv").read_text().splitlines()
-  # occurrence (direct and exact), ICL and SLR (the KQV parameterisation runs in
-  # test_table1_one_compilation_equals_per_plan_runs); per block the rows joint, three_phase
-  # and three_phase_per_phase.
-  assert len(rows) == 1 + 4 * 3
-  assert sum(row.split(",")[1] == "exact" for row in rows) == 3
-  assert "kl_to_bayes" in result.stdout and "accuracy" in result.stdout
-
-
 def table1_config(**overrides):
   """The default Table 1 config with dotted-path overrides applied (no compute)."""
   from experiments.configs import table1 as table1_configs

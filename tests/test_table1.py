@@ -1,5 +1,5 @@
 """Table 1's final form (issue 19): selection on the held-out loss, grids that bracket, the
-count form, exact rows and runs split over processes."""
+count form, exact rows, and the binary in one process and split over two."""
 
 import math
 import os
@@ -203,30 +203,60 @@ def test_an_exact_row_equals_lj_train(name):
     np.testing.assert_allclose(runs["attention_only"].risk[-1], 0.5, rtol=0, atol=1e-12)
 
 
-# --- several processes ----------------------------------------------------------------------
+# --- the binary, in one process and in two -------------------------------------------------
 
-def _table1(workdir, *extra):
+QUICK_TASKS = ("occurrence", "icl_bigram", "slr")
+
+
+def _table1(workdir, tasks, *extra):
+  """The Table 1 binary on the quick config: direct attention, three plans, chunks of 2 runs."""
   return [sys.executable, "-m", "experiments.table1", "--config",
-          str(REPO / "experiments/configs/table1.py") + ":quick",
-          "--config.tasks=('occurrence',)", "--config.attention_variants=('direct',)",
+          str(REPO / "experiments/configs/table1.py") + ":quick", f"--config.tasks={tasks!r}",
+          "--config.attention_variants=('direct',)",
           "--config.plans=('joint', 'three_phase', 'output_only')", "--config.chunk_size=2",
           "--workdir", str(workdir), *extra]
 
 
-def test_two_processes_write_the_table_of_one(tmp_path):
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+  """(result, workdir) of one run of the binary on QUICK_TASKS in one process: the smoke
+  test reads it, and the two-process test compares with its occurrence rows."""
+  workdir = tmp_path_factory.mktemp("table1")
+  result = subprocess.run(_table1(workdir, QUICK_TASKS), cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+  return result, workdir
+
+
+def test_table1_quick_smoke(one_process):
+  """The Table 1 binary runs end to end on a subset of tasks and plans (quick config)."""
+  result, workdir = one_process
+  assert result.returncode == 0, result.stderr[-3000:]
+  for name in ("table1.md", "table1.csv", "lag_curves.png"):
+    assert (workdir / name).exists(), name
+  rows = (workdir / "table1.csv").read_text().splitlines()
+  # occurrence (direct and exact), ICL and SLR (the KQV parameterisation runs in
+  # tests/test_experiments.py::test_table1_one_compilation_equals_per_plan_runs); per block
+  # the rows joint, three_phase, three_phase_per_phase and output_only.
+  assert len(rows) == 1 + 4 * 4
+  assert sum(row.split(",")[1] == "exact" for row in rows) == 4
+  assert "kl_to_bayes" in result.stdout and "accuracy" in result.stdout
+
+
+def test_two_processes_write_the_table_of_one(one_process, tmp_path):
   """Table 1 split over 2 processes on loopback (jax.distributed; chunks of 2 runs, so each
-  process computes some of every block's chunks) writes table1.csv byte for byte equal to a
-  one-process run's: each chunk is the same compiled computation on the same inputs."""
+  process computes some of every block's chunks) writes table1.csv byte for byte equal to
+  the one-process run's lines of the same task (its header and occurrence rows): each chunk
+  is the same compiled computation on the same inputs, and every task's blocks start from
+  the same keys whatever other tasks the run has."""
+  alone, one_workdir = one_process
+  assert alone.returncode == 0, alone.stderr[-3000:]
   # The session's compilation cache (tests/conftest.py): the two processes load what the
   # one-process run compiled.
-  alone = subprocess.run(_table1(tmp_path / "one"), cwd=REPO, capture_output=True, text=True,
-                         timeout=300)
-  assert alone.returncode == 0, alone.stderr[-3000:]
   port = 21000 + os.getpid() * 7 % 20000
   processes = [subprocess.Popen(
-      _table1(tmp_path / "two", f"--coordinator=127.0.0.1:{port}", "--num_processes=2",
-              f"--process_id={i}"), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-      text=True) for i in (1, 0)]
+      _table1(tmp_path / "two", ("occurrence",), f"--coordinator=127.0.0.1:{port}",
+              "--num_processes=2", f"--process_id={i}"), cwd=REPO, stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True) for i in (1, 0)]
   try:
     outputs = [process.communicate(timeout=300)[0] for process in processes[::-1]]
   finally:
@@ -234,7 +264,8 @@ def test_two_processes_write_the_table_of_one(tmp_path):
       process.kill()
   for process, output in zip(processes[::-1], outputs):
     assert process.returncode == 0, output[-3000:]
-  one = (tmp_path / "one" / "table1.csv").read_text()
+  header, *rows = (one_workdir / "table1.csv").read_text().splitlines(keepends=True)
+  one = header + "".join(row for row in rows if row.startswith("occurrence,"))
   assert (tmp_path / "two" / "table1.csv").read_text() == one
   assert "exact" in one and "direct" in one
   assert not (tmp_path / "two" / "shared_chunks").exists()
