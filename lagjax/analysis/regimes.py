@@ -528,10 +528,9 @@ def limit_risk(lang: languages.Language) -> Callable:
 
   Example:
     >>> limit = lj.regimes.limit_risk(lj.occurrence(4))
-    >>> round(float(limit(jnp.zeros(4))), 6)   # α = 0: the output-only floor of §4
-    0.196587
+    >>> # α = 0: the output-only floor of §4; attention on the letter: R* → 0
     >>> scores = jnp.array([[0.0, 0.0, 0.0, 0.0], [20.0, 0.0, 0.0, 0.0]])
-    >>> np.round(np.asarray(limit(scores)), 6).tolist()   # attention on the letter: R* → 0
+    >>> np.round(np.asarray(limit(scores)), 6).tolist()
     [0.196587, 0.0]
   """
   validation.require_float64("lj.regimes.limit_risk")

@@ -54,7 +54,7 @@ class JointRun(NamedTuple):
       (NaN after the stop), or None when the run does not record.
 
   Example:
-    >>> run = lj.scaling.make_joint_gd(lj.occurrence(4), epsilon=0.1, max_steps=20)
+    >>> run = jax.jit(lj.scaling.make_joint_gd(lj.occurrence(4), epsilon=0.1, max_steps=20))
     >>> result = run(1.0)
     >>> int(result.tau_eps), bool(result.diverged), int(result.steps_run)
     (12, False, 12)
