@@ -12,16 +12,12 @@ import os
 
 import jax
 import jax.numpy as jnp
-import matplotlib
 import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
 import lagjax as lj
 from experiments import cli, common
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/claims", "Where to write tables and figures.")
@@ -76,6 +72,7 @@ def check_claims(runs, floor, config):
 
 
 def plot_risks(all_runs, floors, path):
+  plt = common.pyplot()
   fig, axes = plt.subplots(1, len(all_runs), figsize=(5 * len(all_runs), 4), squeeze=False)
   for ax, (d, runs) in zip(axes[0], all_runs.items()):
     for name, run in runs.items():
@@ -89,6 +86,7 @@ def plot_risks(all_runs, floors, path):
 
 
 def plot_lag(all_runs, path):
+  plt = common.pyplot()
   fig, ax = plt.subplots(figsize=(6, 4))
   for i, (d, runs) in enumerate(all_runs.items()):
     lag = runs["joint"].lag()
@@ -106,6 +104,7 @@ def plot_lag(all_runs, path):
 
 def plot_kqv(direct, kqv, d, path):
   """Risk and attention margin of joint GD: direct (α, β) form vs KQV form mapped to (α, β)."""
+  plt = common.pyplot()
   fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
   for run, name in ((direct, "direct (α, β)"), (kqv, "KQV, mapped to (α, β)")):
     steps = np.asarray(run.steps)

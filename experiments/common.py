@@ -62,6 +62,16 @@ def setup_jax() -> None:
   logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
 
+def pyplot():
+  """matplotlib.pyplot on the Agg backend (files, no display), imported when a binary first
+  draws: the import takes about a second that a command refused for a bad argument, or a
+  process that writes no figure, need not pay."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  return plt
+
+
 def writable_workdir(path: str) -> str:
   """Creates the --workdir folder if needed and checks that a file can be written there.
 

@@ -29,7 +29,6 @@ import os
 import time
 
 import jax
-import matplotlib
 import numpy as np
 from absl import flags
 from ml_collections import config_flags
@@ -37,9 +36,6 @@ from ml_collections import config_flags
 from experiments import cli, common, distributed, table1_exact
 from experiments import table1_protocol as protocol
 from lagjax import metrics
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 # Jitted once: op by op, each lag metric's operations would compile one by one (~50 of them).
 LAG = jax.jit(metrics.lag_metrics)
@@ -286,6 +282,7 @@ def plot_lag_curves(lags: dict, path: str) -> None:
 
   lags maps a panel title to (record steps, LagMetrics with a leading seed axis).
   """
+  plt = common.pyplot()
   columns = 3
   fig, axes = plt.subplots(-(-len(lags) // columns), columns, figsize=(13, 3.5 * -(
       -len(lags) // columns)), squeeze=False)
