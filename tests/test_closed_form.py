@@ -25,6 +25,10 @@ import lagjax as lj
 from lagjax import closed_form
 
 TOL = 1e-10
+# Compiled once per problem size and type of T (int, or float for T = ∞): called eagerly,
+# output_gd compiles its ~100 primitives one by one for every new size.
+output_gd = jax.jit(closed_form.output_gd)
+quadratic_risk = jax.jit(closed_form.quadratic_risk)
 
 
 def random_problem(seed):
@@ -55,7 +59,7 @@ def test_output_gd_equals_loop(seed, steps):
   hessian, target, sizes, beta0, eigenvalues = random_problem(seed)
   eta = 1.5 / eigenvalues.max()  # |1 - ηλ| < 1 on every eigenvalue
   expected = gd_loop(hessian, target, sizes, beta0, eta, steps)
-  got = closed_form.output_gd(hessian, target, sizes, beta0, eta, steps)
+  got = output_gd(hessian, target, sizes, beta0, eta, steps)
   np.testing.assert_allclose(got, expected, rtol=0, atol=TOL * max(1.0, np.abs(expected).max()))
 
 
@@ -64,7 +68,7 @@ def test_output_gd_infinite_time_is_the_minimizer(seed):
   """T = ∞ with a contracting η is the solve H β = g, whatever β0 and the metric."""
   hessian, target, sizes, beta0, eigenvalues = random_problem(seed)
   eta = 1.9 / eigenvalues.max()
-  got = closed_form.output_gd(hessian, target, sizes, beta0, eta, jnp.inf)
+  got = output_gd(hessian, target, sizes, beta0, eta, jnp.inf)
   minimizer = np.linalg.solve(hessian, target)
   np.testing.assert_allclose(got, minimizer, rtol=0, atol=TOL * max(1.0, np.abs(minimizer).max()))
   # And the loop gets there too: (1 - ηλ_min)^T below 1e-15 after enough steps.
@@ -81,13 +85,13 @@ def test_output_gd_divergence_is_detectable(seed):
   eta = 2.5 / eigenvalues.max()
   steps = 30
   expected = gd_loop(hessian, target, sizes, beta0, eta, steps)
-  got = np.asarray(closed_form.output_gd(hessian, target, sizes, beta0, eta, steps))
+  got = np.asarray(output_gd(hessian, target, sizes, beta0, eta, steps))
   # Roundoff is amplified by the same 1.5^T as the iterate: relative tolerance.
   np.testing.assert_allclose(got, expected, rtol=0, atol=TOL * np.abs(expected).max())
   assert np.abs(expected).max() > 1e3
-  huge = np.asarray(closed_form.output_gd(hessian, target, sizes, beta0, eta, 200))
+  huge = np.asarray(output_gd(hessian, target, sizes, beta0, eta, 200))
   assert not np.all(np.isfinite(huge)) or np.abs(huge).max() > 1e30
-  forever = np.asarray(closed_form.output_gd(hessian, target, sizes, beta0, eta, jnp.inf))
+  forever = np.asarray(output_gd(hessian, target, sizes, beta0, eta, jnp.inf))
   assert not np.all(np.isfinite(forever))
 
 
@@ -95,7 +99,7 @@ def test_output_gd_zero_step_size_stays_put():
   """η = 0 leaves β0 unchanged for every T, including T = ∞ (every |1 - ηλ| = 1, no divergence)."""
   hessian, target, sizes, beta0, _ = random_problem(0)
   for steps in (0, 5, 10**6, jnp.inf):
-    got = closed_form.output_gd(hessian, target, sizes, beta0, 0.0, steps)
+    got = output_gd(hessian, target, sizes, beta0, 0.0, steps)
     np.testing.assert_allclose(got, beta0, rtol=0, atol=TOL, err_msg=f"T = {steps}")
 
 
@@ -104,7 +108,7 @@ def test_output_gd_small_rates():
   z_T = (1-ηλ)^T z0 + η b (1 - (1-ηλ)^T)/(ηλ), evaluated here with log1p/expm1."""
   hessian, target, sizes, beta0, eigenvalues = random_problem(1)
   eta = 1e-10 / eigenvalues.max()
-  forever = closed_form.output_gd(hessian, target, sizes, beta0, eta, jnp.inf)
+  forever = output_gd(hessian, target, sizes, beta0, eta, jnp.inf)
   minimizer = np.linalg.solve(hessian, target)
   np.testing.assert_allclose(forever, minimizer, rtol=0,
                              atol=TOL * max(1.0, np.abs(minimizer).max()))
@@ -116,7 +120,7 @@ def test_output_gd_small_rates():
   z = power * (basis.T @ (root * beta0)) + eta * (basis.T @ (target / root)) * (
       -np.expm1(steps * np.log1p(-rate)) / rate)
   expected = basis @ z / root
-  got = closed_form.output_gd(hessian, target, sizes, beta0, eta, steps)
+  got = output_gd(hessian, target, sizes, beta0, eta, steps)
   # The oracle's error is ~1e-15 relative. An implementation that forms 1 - ηλ in
   # float64 loses up to 1e-16/ηλ = 1e-6 relative in the rate and so in the power;
   # 1e-4 allows that and still rejects the shortcut S_T ≈ T, which is off by
@@ -177,7 +181,7 @@ def test_three_phase_closed_form():
   limit = closed_form.three_phase_outcome(lang, *etas, math.inf)
   # λ of the last output phase's metric-scaled H, at the α the attention step reached.
   alpha = jnp.asarray(partition.group(np.asarray(limit["params"]["alpha"])))
-  hessian, _ = lj.risk.laplace.attention_moments(lang, partition)({"alpha": alpha})
+  hessian, _ = jax.jit(lj.risk.laplace.attention_moments(lang, partition))({"alpha": alpha})
   root = np.sqrt(partition.sizes)
   eigenvalues = np.linalg.eigvalsh(np.asarray(hessian) / root[:, None] / root[None, :])
   contraction = np.abs(1 - etas[2] * eigenvalues).max()
@@ -228,12 +232,12 @@ def test_quadratic_risk_at_a_zero_risk_minimizer_is_nonnegative(seed):
   beta_star = np.linalg.lstsq(features, labels, rcond=None)[0]
   hessian, target = features.T @ features / samples, features.T @ labels / samples
   assert np.sum(beta_star**2) + 1 <= 50
-  at_minimum = float(closed_form.quadratic_risk(hessian, target, beta_star))
+  at_minimum = float(quadratic_risk(hessian, target, beta_star))
   assert 0.0 <= at_minimum <= 1e-14
   beta = beta_star + rng.normal(size=size)
   expanded = 0.5 * beta @ hessian @ beta - target @ beta + 0.5
   exact = 0.5 * np.mean((features @ beta - labels) ** 2)
-  np.testing.assert_allclose(closed_form.quadratic_risk(hessian, target, beta), exact, rtol=0,
+  np.testing.assert_allclose(quadratic_risk(hessian, target, beta), exact, rtol=0,
                              atol=1e-13)
   np.testing.assert_allclose(expanded, exact, rtol=0, atol=1e-13)
 
@@ -263,7 +267,7 @@ def test_three_phase_risk_is_nonnegative_near_zero_risk(steps):
   partition = lj.partition.of_language(lang)
   grouped = {k: jnp.asarray(partition.group(np.asarray(result["params"][k])))
              for k in ("alpha", "beta")}
-  laplace = float(lj.risk.laplace.build(lang, partition).risk(grouped))
+  laplace = float(jax.jit(lj.risk.laplace.build(lang, partition).risk)(grouped))
   assert abs(result["risk"] - laplace) < 1e-14
 
 
