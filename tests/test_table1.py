@@ -87,14 +87,17 @@ def test_a_grid_stops_at_its_cap_and_says_so():
 
 # --- count form -----------------------------------------------------------------------------
 
-def _models(vocab: int, max_len: int):
-  """(name, apply(params, batch), params) for the order-free models of Table 1."""
+def _models(vocab: int, max_len: int, ends: bool):
+  """(name, apply(params, batch), params) for the order-free models of Table 1 that read the
+  first and last token as well as the counts (ends), or the counts alone."""
   found = []
   for heads, query, positional, attention in [(2, "cls", "none", "kqv"),
                                               (1, "cls", "none", "direct"),
                                               (2, "last", "first_last", "kqv"),
                                               (2, "last", "first_last", "direct"),
                                               (1, "cls", "first_last", "kqv")]:
+    if ends == (query == "cls" and positional == "none"):
+      continue
     config = transformer.TransformerConfig(max_len=max_len, vocab=vocab, heads=heads,
                                            query=query, positional=positional,
                                            attention=attention)
@@ -106,9 +109,18 @@ def _models(vocab: int, max_len: int):
     def apply(params, batch, fixed=fixed, config=config):
       return transformer.apply(params, fixed, config, batch.inputs, batch.mask,
                                batch.multiplicity)
-    found.append((f"{attention} {query} {positional}", apply, params,
-                  not (query == "cls" and positional == "none")))
+    found.append((f"{attention} {query} {positional}", apply, params))
   return found
+
+
+def _gradient_and_output(forward, loss):
+  """jit of (params, *inputs) -> (∇ loss(forward(params, *inputs)), forward(params, *inputs)):
+  the outputs and gradients of one input form in one compiled program (op by op, each of
+  the model's operations would compile on its own)."""
+  def loss_and_output(params, *inputs):
+    output = forward(params, *inputs)
+    return loss(output), output
+  return jax.jit(jax.grad(loss_and_output, has_aux=True))
 
 
 @pytest.mark.parametrize("task_name", ["occurrence", "even_pairs"])
@@ -122,22 +134,23 @@ def test_count_form_equals_token_form_on_the_same_strings(task_name):
     task = tasks.get_task(task_name, max_len=3)
   else:
     task = tasks.get_task(task_name, d=5, max_len=20)
+  ends = task_name == "even_pairs"  # each form on the task Table 1 uses it for
   key = jax.random.key(0)
-  for name, apply, params, ends in _models(task.input_dim, task.max_len):
-    if ends != (task_name == "even_pairs"):  # each form on the task Table 1 uses it for
-      continue
-    tokens = task.sample(key, 64)
-    counts = tasks.count_form(task, ends=ends).sample(key, 64)
-    assert counts.inputs.shape[-1] == task.input_dim + 2 * ends
-    np.testing.assert_array_equal(tokens.targets, counts.targets)
-    if task_name == "even_pairs":
-      assert {1, 2, 3} <= set(np.asarray(tokens.lengths).tolist())
-    want, got = apply(params, tokens), apply(params, counts)
+  tokens = task.sample(key, 64)
+  counts = tasks.count_form(task, ends=ends).sample(key, 64)
+  assert counts.inputs.shape[-1] == task.input_dim + 2 * ends
+  np.testing.assert_array_equal(tokens.targets, counts.targets)
+  if ends:
+    assert {1, 2, 3} <= set(np.asarray(tokens.lengths).tolist())
+  models = _models(task.input_dim, task.max_len, ends)
+  assert len(models) == (3 if ends else 2)
+  for name, apply, params in models:
+    gradient_and_output = _gradient_and_output(apply, lambda f: jnp.sum(f ** 2))
+    grad_want, want = gradient_and_output(params, tokens)
+    grad_got, got = gradient_and_output(params, counts)
     assert np.abs(np.asarray(want)).max() > 1e-3, name  # not a trivial zero model
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12, err_msg=name)
-    grads = [jax.grad(lambda p, b=b, apply=apply: jnp.sum(apply(p, b) ** 2))(params)
-             for b in (tokens, counts)]
-    for leaf_want, leaf_got in zip(*map(jax.tree_util.tree_leaves, grads)):
+    for leaf_want, leaf_got in zip(*map(jax.tree_util.tree_leaves, (grad_want, grad_got))):
       np.testing.assert_allclose(leaf_got, leaf_want, rtol=0, atol=1e-12, err_msg=name)
 
 
@@ -149,12 +162,10 @@ def test_count_form_of_the_direct_model_equals_its_token_form():
   tokens, counts = task.sample(key, 64), tasks.count_form(task).sample(key, 64)
   params = {"alpha": jax.random.normal(jax.random.key(2), (6,)),
             "beta": jax.random.normal(jax.random.key(3), (6,))}
-  want, got = (lj.forward_tokens(params, tokens.inputs, tokens.mask),
-               lj.forward_counts(params, counts.multiplicity))
+  grad_want, want = _gradient_and_output(
+      lambda p, batch: lj.forward_tokens(p, batch.inputs, batch.mask), jnp.sum)(params, tokens)
+  grad_got, got = _gradient_and_output(lj.forward_counts, jnp.sum)(params, counts.multiplicity)
   np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
-  grad_want = jax.grad(lambda p: jnp.sum(lj.forward_tokens(p, tokens.inputs, tokens.mask)))(
-      params)
-  grad_got = jax.grad(lambda p: jnp.sum(lj.forward_counts(p, counts.multiplicity)))(params)
   for name in params:
     np.testing.assert_allclose(grad_got[name], grad_want[name], rtol=0, atol=1e-12)
 
