@@ -304,15 +304,17 @@ def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=
     the recorded steps.
 
   Example:
+    Parity (2 states) padded beside even pairs (5 states), so both run in one program:
+
     >>> from lagjax.analysis import atlas
     >>> settings = atlas.Settings(steps=4, grid=(1.0,), record_every=2, starts=1,
     ...                           iterations=1)
-    >>> rows = atlas.run([lj.languages.from_spec("parity")], atlas.LAYOUTS["cls"], settings,
-    ...                  progress=lambda line: None)
-    >>> float(rows["attention_only"][0])   # β stays 0, so attention gets no gradient: R(0) = ½
-    0.5
-    >>> rows["steps"].tolist(), bool(rows["best_risk"][0] <= rows["joint"][0])
-    ([0, 2, 4], True)
+    >>> langs = [lj.languages.from_spec("parity"), lj.languages.from_spec("even_pairs")]
+    >>> rows = atlas.run(langs, atlas.LAYOUTS["cls"], settings, progress=lambda line: None)
+    >>> rows["attention_only"].tolist()   # β stays 0, so attention gets no gradient: R(0) = ½
+    [0.5, 0.5]
+    >>> rows["steps"].tolist(), (rows["best_risk"] <= rows["joint"]).tolist()
+    ([0, 2, 4], [True, True])
   """
   automata = Automata(langs)
   entries, data = plan_grid(settings)
