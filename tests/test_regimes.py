@@ -102,9 +102,10 @@ def test_final_risk_depends_only_on_delta(simulate, regime):
 
 
 def test_risk_is_eps_on_the_exact_boundary(regime):
-  """R = ε to 1e-8 relative at 50 random boundary points (roots are to 1e-12 in Δ and R*
-  has d log R*/d log Δ of order 10, so the true error is ~1e-11)."""
-  eta1 = np.exp(np.random.default_rng(0).uniform(0.0, np.log(0.97 * regime.eta1_max), 50))
+  """R = ε to 1e-8 relative at 64 random boundary points (roots are to 1e-12 in Δ and R*
+  has d log R*/d log Δ of order 10, so the true error is ~1e-11). 64 points: the shape of
+  regime.risk_of that the other tests compile."""
+  eta1 = np.exp(np.random.default_rng(0).uniform(0.0, np.log(0.97 * regime.eta1_max), 64))
   risk = regime.risk_of(eta1, regime.eta2_min(eta1))
   np.testing.assert_allclose(risk, EPS, rtol=1e-8)
   # Δ_ε is the smallest such Δ to relative 1e-10: just left of it R* is above ε.
@@ -143,14 +144,17 @@ def test_finite_horizon_boundary_is_the_verified_law_or_a_bisection():
   assert np.isinf(bisected[0]) and bisected[1] > law[1] * (1 + 1e-3)
   for regime, eta2 in ((long, verified), (short, bisected)):
     finite = np.isfinite(eta2)
-    assert np.all(np.asarray(regime.risk_of(eta1[finite], eta2[finite])) <= EPS)
-    assert np.all(np.asarray(regime.risk_of(eta1[finite], eta2[finite] * (1 - 1e-9))) > EPS)
+    eta2 = np.where(finite, eta2, 1.0)  # every η1 at once: risk_of's compiled shape (2,)
+    assert np.all(np.asarray(regime.risk_of(eta1, eta2))[finite] <= EPS)
+    assert np.all(np.asarray(regime.risk_of(eta1, eta2 * (1 - 1e-9)))[finite] > EPS)
 
 
 def test_eta3_stability_limit():
   """Phase 3 at T = ∞ converges for η3 just below 2/λ_max and diverges just above."""
   lang = lj.occurrence(20)
-  eta1, eta2 = 20.0, 400.0
+  # float64 scalars, as eta2_min passes them to risk_of: one compiled program for both (a
+  # Python float is weakly typed and compiles its own).
+  eta1, eta2 = np.float64(20.0), np.float64(400.0)
   limit = float(regimes.three_phase_regime(lang, EPS).eta3_max(eta1, eta2))
   below = regimes.three_phase_regime(lang, EPS, eta3=limit * (1 - 1e-6)).risk_of(eta1, eta2)
   above = regimes.three_phase_regime(lang, EPS, eta3=limit * (1 + 1e-6)).risk_of(eta1, eta2)
@@ -161,7 +165,9 @@ def test_eta3_stability_limit():
 def test_steps_needed_is_the_first_step_within_eps():
   """R_T - R_∞ <= ε at T = steps_needed and > ε one step before."""
   lang = lj.occurrence(20)
-  eta1, eta2 = 20.0, 400.0
+  # float64 scalars, as eta2_min passes them to risk_of: one compiled program for both (a
+  # Python float is weakly typed and compiles its own).
+  eta1, eta2 = np.float64(20.0), np.float64(400.0)
   regime = regimes.three_phase_regime(lang, EPS)
   steps = int(regime.steps_needed(eta1, eta2))
   limit = float(regime.risk_of(eta1, eta2))
@@ -262,7 +268,8 @@ def test_kqv_attention_step_matches_train_kqv():
   key = jax.random.key(3)
   run = lj.train_kqv(lang, plans.three_phase(eta1, eta2, 0.0, 1), key, scale=scale)
   params, fixed = lj.models.kqv.init_kqv(jax.random.split(key)[0], lang.d, scale=scale)
-  alpha0, alpha1, alpha2 = regimes.kqv_attention_step(lang, fixed)(params, eta1)
+  # One compiled program: eager, the two gradients compile some 450 primitives one by one.
+  alpha0, alpha1, alpha2 = jax.jit(regimes.kqv_attention_step(lang, fixed))(params, eta1)
   np.testing.assert_allclose(run.alpha[2], alpha0 + eta2 * alpha1 + eta2**2 * alpha2,
                              rtol=1e-10, atol=1e-12)
   assert np.abs(eta2**2 * alpha2).max() > 1e-6  # the quadratic term is really tested
