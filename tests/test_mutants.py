@@ -4,6 +4,7 @@ Each test kills at least one surviving mutant of that campaign (named in its doc
 passes on the real code. All are fast: no training run, at most a few small jitted routes.
 """
 
+import functools
 import itertools
 import types
 from typing import NamedTuple
@@ -33,7 +34,7 @@ def test_points_needed_equals_the_routes_own_count():
   Kills: points_needed with alpha.max() + alpha."""
   lang = _three_letters()
   params = {"alpha": np.array([0.0, -0.1, -30.6]), "beta": np.array([1.0, -0.5, 2.0])}
-  report = laplace.build(lang).report(params)
+  report = jax.jit(laplace.build(lang).report)(params)
   assert bool(report["grid_covered"])
   assert laplace.points_needed(lang, params) == int(report["grid_points_needed"]) == 296
 
@@ -62,15 +63,22 @@ def test_attention_moments_with_cls_give_the_laplace_risk():
   params = {"alpha": np.array([0.0, -25.0, -50.0]), "beta": np.array([1.0, -0.5, 2.0]),
             "alpha_cls": np.asarray(-75.0), "beta_cls": np.asarray(0.7)}
   width = laplace.window_width(lang)
-  hessian, g = jax.jit(laplace.attention_moments(lang, cls=True))(params)
-  explicit = jax.jit(laplace.attention_moments(lang, cls=True, num_points=4 * width))(params)
+  default = laplace.attention_moments(lang, cls=True)
+  explicit = laplace.attention_moments(lang, cls=True, num_points=4 * width)
+  route = laplace.build(lang, cls=True)
+
+  @jax.jit  # one compiled program
+  def evaluate(params):
+    return default(params), explicit(params), route.report(params)["grid_covered"], \
+        route.risk(params)
+
+  (hessian, g), explicit, covered, risk = evaluate(params)
   np.testing.assert_allclose(hessian, explicit[0], rtol=0, atol=1e-12)
   np.testing.assert_allclose(g, explicit[1], rtol=0, atol=1e-12)
   beta = np.concatenate([params["beta"], [params["beta_cls"]]])
   from_moments = 0.5 * beta @ np.asarray(hessian) @ beta - np.asarray(g) @ beta + 0.5
-  route = laplace.build(lang, cls=True)
-  assert bool(route.report(params)["grid_covered"])
-  assert abs(from_moments - float(jax.jit(route.risk)(params))) < 1e-10
+  assert bool(covered)
+  assert abs(from_moments - float(risk)) < 1e-10
 
 
 # --- lagjax/risk/lattice.py ------------------------------------------------------------------
@@ -125,11 +133,17 @@ def test_sampled_report_is_the_sample_mean_and_standard_error():
   route = sampled.build(key, lang, n_samples=n)
   report = route.report(params)
   losses, errors = [], []
-  for batch in sampled.sample_batches(key, lang, n):
+
+  @jax.jit  # one compiled program per batch shape
+  def per_string(params, batch):
     f = direct.forward_tokens(params, batch.tokens, batch.mask)
+    return base.squared_loss(f, batch.labels), base.zero_one_error(f, batch.labels)
+
+  for batch in sampled.sample_batches(key, lang, n):
     keep = np.asarray(batch.weight) > 0
-    losses.append(np.asarray(base.squared_loss(f, batch.labels))[keep])
-    errors.append(np.asarray(base.zero_one_error(f, batch.labels))[keep])
+    loss, error = per_string(params, batch)
+    losses.append(np.asarray(loss)[keep])
+    errors.append(np.asarray(error)[keep])
   losses, errors = np.concatenate(losses), np.concatenate(errors)
   assert losses.size == n == report["n_samples"]
   assert 0.0 < errors.mean() < 1.0
@@ -174,8 +188,8 @@ def test_threshold_error_route_equals_the_lattice_error():
   lang = lj.any_of(5, (0, 1), length=lj.geometric(0.3))  # uniform π: π_L = 0.4
   partition = lj.partition.of_language(lang)
   params = {"alpha": np.array([0.3, -0.2]), "beta": np.array([1.0, -0.8])}
-  value, tail = error_lib.build(lang, partition)(params)
-  report = lattice.build(lang, partition, tol=1e-12).report(params)
+  value, tail = jax.jit(error_lib.build(lang, partition))(params)
+  report = jax.jit(lattice.build(lang, partition, tol=1e-12).report)(params)
   assert 0.05 < float(report["error"]) < 0.95
   assert abs(float(value) - float(report["error"])) <= (float(tail) + float(report["error_bound"])
                                                         + 1e-12)
@@ -233,14 +247,15 @@ def test_best_route_uses_the_route_choose_picks():
   report, name = error_lib.best_route(lang, partition)
   assert name == "threshold"
   params = {"alpha": np.array([0.3, -0.2]), "beta": np.array([1.0, -0.8])}
-  assert float(report(params)["error"]) == float(error_lib.build(lang, partition)(params)[0])
+  assert float(jax.jit(report)(params)["error"]) == float(
+      jax.jit(error_lib.build(lang, partition))(params)[0])
   lang = lj.all_of(3, (0, 1), length=lj.geometric(0.5))
   singletons = lj.partition.singletons(3)
   report, name = error_lib.best_route(lang, singletons)
   assert name == "lattice"
   params = {"alpha": np.array([0.3, -0.2, 0.1]), "beta": np.array([1.0, -0.8, 0.5])}
-  assert float(report(params)["error"]) == float(
-      lattice.build(lang, singletons).report(params)["error"])
+  assert float(jax.jit(report)(params)["error"]) == float(
+      jax.jit(lattice.build(lang, singletons).report)(params)["error"])
 
 
 def test_threshold_error_route_tabulates_lengths_up_to_4096():
@@ -354,10 +369,14 @@ def test_locate_divergence_at_the_first_record():
   zeros = jnp.zeros((3, 2))
   steps, total = jnp.array([0, 5, 10]), 10
 
-  def locate(risk, first_bad):
-    records = {"risk": jnp.asarray(risk), "alpha": zeros, "beta": zeros}
+  @jax.jit  # one compiled program for the four cases (first_bad traced)
+  def run(risk, first_bad):
+    records = {"risk": risk, "alpha": zeros, "beta": zeros}
     state_at = lambda t: (jnp.where(t >= first_bad, 1e9, 1.0), jnp.zeros(2), jnp.zeros(2))
-    diverged, step = lj.runner.locate_divergence(records, steps, total, state_at, 1e8, 4)
+    return lj.runner.locate_divergence(records, steps, total, state_at, 1e8, 4)
+
+  def locate(risk, first_bad):
+    diverged, step = run(jnp.asarray(risk), first_bad)
     return bool(diverged), int(step)
 
   assert locate([jnp.inf, jnp.inf, jnp.inf], 0) == (True, 0)
@@ -374,6 +393,7 @@ def test_default_divergence_cap_is_one_e8():
   plan = lj.plans.output_only(0.5, 3)
   params0 = {"beta": jnp.ones(2)}
 
+  @jax.jit  # one compiled loop for both objective values (value traced)
   def run(value):
     objective = lambda key: lambda params, t, phase: (jnp.asarray(value),
                                                       {"beta": jnp.ones(2)})
@@ -513,6 +533,13 @@ def test_success_includes_an_error_equal_to_the_threshold():
   np.testing.assert_array_equal(finite_sample.succeeded(errors, 0.0), [True, False, False, False])
 
 
+@functools.partial(jax.jit, static_argnames="block")
+def _empirical_gram(alpha, counts, labels, n, *, block):
+  """finite_sample.empirical_gram with n traced: one compiled program serves every n."""
+  from lagjax.analysis import finite_sample
+  return finite_sample.empirical_gram(alpha, counts, labels, n, block=block)
+
+
 @pytest.mark.parametrize("n", [1, 4, 5, 7])
 def test_empirical_gram_is_the_gram_of_the_first_n_rows(n):
   """empirical_gram(α, c, y, n) = (WᵀW/n, Wᵀy/n) over the first n rows, W =
@@ -521,13 +548,12 @@ def test_empirical_gram_is_the_gram_of_the_first_n_rows(n):
   products (masses <= 1, n <= 7 terms) summed block by block instead of at once, so they
   differ by rounding only; rtol 1e-13.
   Kills: (n + block - 2) // block blocks (drops the last block when n ≡ 1 mod block)."""
-  from lagjax.analysis import finite_sample
   from lagjax.models import direct
   rng = np.random.default_rng(0)
   counts = jnp.asarray(rng.integers(0, 4, size=(9, 3)) + np.eye(3, dtype=int)[[0, 1, 2] * 3])
   labels = jnp.asarray(rng.choice([-1.0, 1.0], size=9))
   alpha = jnp.array([0.4, -0.3, 0.1])
-  gram, target = finite_sample.empirical_gram(alpha, counts, labels, n, block=4)
+  gram, target = _empirical_gram(alpha, counts, labels, n, block=4)
   masses = np.asarray(direct.attention_masses(alpha, counts[:n]))
   np.testing.assert_allclose(gram, masses.T @ masses / n, rtol=1e-13, atol=0)
   np.testing.assert_allclose(target, masses.T @ np.asarray(labels[:n]) / n, rtol=1e-13, atol=1e-16)
@@ -557,7 +583,9 @@ def test_steps_needed_when_the_limit_risk_is_far_above_zero():
   quadratic risks the route itself compares, so the comparison with ε is exact.
   Kills: R_T + R_∞ > ε in _steps_needed (never true below ε there, so T = ∞)."""
   from lagjax.analysis import regimes
-  lang, eps, eta1, eta2 = lj.occurrence(20), 0.01, 20.0, 40.0
+  lang, eps = lj.occurrence(20), 0.01
+  # float64 scalars, as eta2_min passes them to risk_of: one compiled risk_of for both.
+  eta1, eta2 = np.float64(20.0), np.float64(40.0)
   regime = regimes.three_phase_regime(lang, eps)
   limit = float(regime.risk_of(eta1, eta2))
   steps = float(regime.steps_needed(eta1, eta2))
@@ -576,8 +604,9 @@ def test_eta2_min_is_the_low_end_when_the_whole_scan_succeeds():
   from lagjax.analysis import regimes
   low, high = 300.0, 3e4
   regime = regimes.three_phase_regime(lj.occurrence(20), 0.01, steps=100, eta2_range=(low, high))
-  law = float(regimes.three_phase_regime(lj.occurrence(20), 0.01).eta2_min(10.0))
-  assert float(regime.risk_of(10.0, law * (1 + regimes.LAW_CHECK))) > 0.01  # bisected
+  law = np.float64(regimes.three_phase_regime(lj.occurrence(20), 0.01).eta2_min(10.0))
+  # float64 scalars, as eta2_min passes them to risk_of: one compiled risk_of for both.
+  assert float(regime.risk_of(np.float64(10.0), law * (1 + regimes.LAW_CHECK))) > 0.01  # bisected
   # η2_min = 300 also shows that the whole scan succeeds: a failing first point would put
   # the bisected root above 300, a failing later one would make η2_min NaN.
   np.testing.assert_allclose(float(regime.eta2_min(10.0)), low, rtol=1e-14)
