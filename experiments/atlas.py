@@ -125,9 +125,7 @@ def huang_liang_yang(results, names, settings) -> str:
 
 def heatmap(results, names, star_free, path) -> str:
   """Languages × plans per layout, coloured by excess risk R_final - R_best; * = star-free."""
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  plt = common.pyplot()
 
   layouts = list(results)
   fig, axes = plt.subplots(1, len(layouts), figsize=(3.2 * len(layouts) + 1, 0.32 * len(names)

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import os
 
-import matplotlib
 import numpy as np
 
-from experiments import regimes_overlay
+from experiments import common, regimes_overlay
 from lagjax import sweep
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
 
 RISK_FLOOR = 1e-16  # risks are shown on a log scale; exact zeros sit at this floor
 
@@ -50,6 +45,8 @@ def symbol(name: str) -> str:
 
 
 def phase_diagram(results: dict, config, path: str) -> str | None:
+  plt = common.pyplot()
+  from matplotlib.colors import ListedColormap, LogNorm
   x_name, y_name = config.diagram_axes
   groups = list(diagram_groups(results, (x_name, y_name)))
   if not groups:
@@ -64,7 +61,7 @@ def phase_diagram(results: dict, config, path: str) -> str | None:
     fig.colorbar(mesh, ax=ax, label="final population risk")
     if diverged.any():
       ax.pcolormesh(xs, ys, np.ma.masked_where(~diverged, np.ones_like(risk)), shading="nearest",
-                    cmap=matplotlib.colors.ListedColormap(["#d62728"]))
+                    cmap=ListedColormap(["#d62728"]))
     success = np.where(diverged, np.inf, risk) <= config.success_risk
     if success.any() and (~success).any():
       # Wide and below the exact boundary's red dashes, which it often follows: the white
@@ -100,6 +97,7 @@ def _nearest_rows(table: dict, rows, config) -> np.ndarray:
 
 
 def risk_curves(results: dict, config, path: str) -> str | None:
+  plt = common.pyplot()
   x_name, y_name = config.diagram_axes
   group = next(diagram_groups(results, config.diagram_axes), None)
   if group is None or not config.curves:

@@ -21,7 +21,6 @@ import time
 
 import jax
 import jax.numpy as jnp
-import matplotlib
 import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
@@ -29,9 +28,6 @@ from ml_collections import config_flags
 import lagjax as lj
 from experiments import cli, common
 from lagjax import regimes
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/regimes", "Where to write tables and figures.")
@@ -172,6 +168,7 @@ def collapse_figure(config, regime_by_d, path) -> list[dict]:
   """Left: sweep-range grids at each collapse d, final risk at T = collapse_steps against Δ,
   with R*(Δ). Right: R*(Δ)/R*(0) against Δ/Δ_ε across d (regime_by_d: the T = ∞ regime of
   every collapse_d and boundary_d). Returns the collapse residuals."""
+  plt = common.pyplot()
   eta1 = np.geomspace(1.0, 1e4, config.collapse_points)
   eta2 = np.geomspace(1.0, 1e6, config.collapse_points)
   grid1, grid2 = (g.ravel() for g in np.meshgrid(eta1, eta2, indexing="ij"))
@@ -216,6 +213,7 @@ def collapse_figure(config, regime_by_d, path) -> list[dict]:
 
 
 def boundary_figure(config, regime_by_d, path) -> None:
+  plt = common.pyplot()
   fig, ax = plt.subplots(figsize=(6.5, 4.8))
   for d in config.boundary_d:
     regime = regime_by_d[d]
@@ -269,6 +267,7 @@ three-phase law of regimes.md for each length law (no wall, η1_max = inf, when 
 
 
 def lengths_table(config, workdir) -> tuple[list[dict], str]:
+  plt = common.pyplot()
   rows, curves = [], {}
   d = config.lengths.d
   for mean in config.lengths.means:
@@ -314,6 +313,7 @@ def log_edges(values) -> np.ndarray:
 def kqv_table(config, workdir) -> tuple[list[dict], list[dict], str]:
   """The KQV three-phase plan: exact α after its first two steps (quadratic in η2), then
   R*(α) (phase 3 to convergence at that α). Returns per-(seed, s) rows, scaling fits, figure."""
+  plt = common.pyplot()
   kqv = config.kqv
   lang = lj.occurrence(kqv.d)
   eta1 = kqv.eta1_over_d * kqv.d

@@ -14,16 +14,12 @@ import os
 import time
 
 import jax
-import matplotlib
 import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
 import lagjax as lj
 from experiments import cli, common
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/sample_complexity", "Output folder.")
@@ -63,6 +59,7 @@ def main(argv):
             f"median error {np.median(errors):.2e} [{time.time() - start:.1f}s]", flush=True)
   common.write_table(rows, _WORKDIR.value, "sample_complexity",
                      "Sample complexity of the finite-sample three-phase plan")
+  plt = common.pyplot()
   fig, ax = plt.subplots(figsize=(6, 4))
   for d in config.d_list:
     sub = [r for r in rows if r["d"] == d]

@@ -21,16 +21,11 @@ import math
 import time
 
 import jax
-import matplotlib
 import numpy as np
 
 from experiments import common
 from lagjax import finite_sample, languages, metrics, scaling, validation
 from lagjax import partition as partition_lib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
 
 PARTS = ("lag", "regimes", "sample")
 LETTERS = {"occurrence": (0,), "any_of": (0, 1), "all_of": (0, 1)}
@@ -193,6 +188,7 @@ def lag_fits(config, lag_rows):
 
 
 def plot_lag(config, lag_rows, fits, path):
+  plt = common.pyplot()
   names = list(config.languages)
   fig, axes = plt.subplots(2, len(names), figsize=(4.5 * len(names), 7), squeeze=False)
   colors = plt.cm.viridis(np.linspace(0, 0.9, len(config.kappas)))
@@ -233,8 +229,11 @@ def plot_lag(config, lag_rows, fits, path):
 
 
 def plot_regimes(config, rows, eta_rows, path):
+  plt = common.pyplot()
   names = list(config.languages)
   fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4.5), squeeze=False)
+  from matplotlib.colors import ListedColormap
+  from matplotlib.patches import Patch
   cmap = ListedColormap(CLASS_COLORS)
   for ax, name in zip(axes[0], names):
     mine = [r for r in rows if r["language"] == name]
@@ -253,7 +252,7 @@ def plot_regimes(config, rows, eta_rows, path):
     ax.set(xscale="log", yscale="log", xlabel="d", ylabel="η · λ_max(θ0) / 2",
            title=f"{LABELS[name]}: exact joint GD, cap {config.regime_max_steps} steps")
     ax.legend(fontsize=7, loc="lower left")
-  handles = [matplotlib.patches.Patch(color=c, label=o.replace("_", " "))
+  handles = [Patch(color=c, label=o.replace("_", " "))
              for c, o in zip(CLASS_COLORS, ("reaches ε", "trapped, attention reversed",
                                              "stalled", "diverged"))]
   fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=8)
@@ -347,6 +346,7 @@ def rate_models(config, rows, replicates):
 
 
 def plot_samples(config, rows, curves, models, path):
+  plt = common.pyplot()
   fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
   colors = plt.cm.viridis(np.linspace(0, 0.9, len(config.sample_d)))
   for color, d in zip(colors, config.sample_d):

@@ -496,7 +496,7 @@ def test_phase_diagram_names_the_exact_boundary_only_where_it_is_drawn(reference
   config = phase_diagram.get_config()
   config.exact_boundary = False
   figures = []
-  monkeypatch.setattr(plotting.plt, "close", figures.append)  # keep the figure to read it
+  monkeypatch.setattr(common.pyplot(), "close", figures.append)  # keep the figure to read it
   path = plotting.phase_diagram(reference, config, str(tmp_path / "pd.png"))
   assert path and os.path.exists(path)
   caption = figures[0]._suptitle.get_text()
