@@ -2,9 +2,10 @@
 
 `make_loop` turns a plan's static slots, an objective and a record function
 into run(params0, key, data) -> Trace: the whole plan in one `lax.scan`,
-compiled once per slot structure, with the plan's arrays (`PlanData`: phase
-lengths, step sizes, trained groups) as traced arguments. So one compilation
-serves every step size, phase length and named plan that share the slots, and
+compiled once per slot structure and total number of steps (it fixes the record
+grid), with the plan's arrays (`PlanData`: phase lengths, step sizes, trained groups)
+as traced arguments. So one compilation serves every step size, split of the steps
+into phases and named plan that share the slots and the total, and
 `vmap` over (key, data) runs seeds and step-size grids together.
 
 What differs between callers is passed in, never branched on here:

@@ -1,9 +1,9 @@
 """Running a plan with exact population or empirical gradients (docs/theory.md sections 3b, 5).
 
 `train(lang, plan)` runs the whole plan through the one training loop of
-lagjax.dynamics.runner, compiled once per slot structure: step sizes, phase lengths and
-groups enter as the plan's arrays (PlanData), so sweeps vmap over them without
-recompiling. This module supplies the loop's objective (the exact population
+lagjax.dynamics.runner, compiled once per slot structure and total number of steps:
+step sizes, phase lengths and groups enter as the plan's arrays (PlanData), so sweeps
+vmap over them without recompiling. This module supplies the loop's objective (the exact population
 risk, or the empirical risk of each phase's sample) and records.
 
 Tied fast path: when θ0 is constant on the groups of `partition.of_language`
