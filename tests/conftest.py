@@ -49,11 +49,12 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 # time"), so that with `--dist loadfile` the two workers finish together: xdist's default
 # order, most tests first, started the one-test site build last and left a worker idle
 # for two minutes at the end. pyproject's addopts pass --no-loadscope-reorder to keep this.
-LONGEST_FIRST = ("test_docs.py", "test_docstrings.py", "test_transfer_route.py",
-                 "test_layouts.py", "test_experiments.py", "test_sweep.py", "test_table1.py",
-                 "test_risk_routes.py", "test_transformer.py", "test_train.py",
-                 "test_scaling.py", "test_regimes_binary.py", "test_regimes.py",
-                 "test_divergence.py", "test_readme.py", "test_closed_form.py")
+LONGEST_FIRST = ("test_docs.py", "test_sweep.py", "test_layouts.py", "test_table1.py",
+                 "test_experiments.py", "test_docstrings.py", "test_risk_routes.py",
+                 "test_scaling.py", "test_transfer_route.py", "test_transformer.py",
+                 "test_regimes.py", "test_train.py", "test_readme.py",
+                 "test_regimes_binary.py", "test_slr_erf.py", "test_closed_form.py",
+                 "test_mutants.py")
 
 
 def pytest_collection_modifyitems(items):
