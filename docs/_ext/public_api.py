@@ -63,7 +63,8 @@ def public_names() -> Iterator[PublicName]:
     for name, obj in vars(module).items():
       if name.startswith("_") or (exported is not None and name not in exported):
         continue
-      # inspect.unwrap: a jax.jit or custom_jvp function is public like a plain one.
+      # inspect.unwrap: a jax.jit or custom_jvp function is public like a plain one
+      # (automodule lists jitted ones; docs/api names a custom_jvp one with autofunction).
       if not (inspect.isfunction(inspect.unwrap(obj)) or inspect.isclass(obj)):
         continue
       if getattr(obj, "__module__", None) != module_name:
