@@ -3,8 +3,8 @@
 `train(lang, plan)` runs the whole plan through the one training loop of
 lagjax.dynamics.runner, compiled once per slot structure and total number of steps:
 step sizes, phase lengths and groups enter as the plan's arrays (PlanData), so sweeps
-vmap over them without recompiling. This module supplies the loop's objective (the exact population
-risk, or the empirical risk of each phase's sample) and records.
+vmap over them without recompiling. This module supplies the loop's objective (the
+exact population risk, or the empirical risk of each phase's sample) and records.
 
 Tied fast path: when θ0 is constant on the groups of `partition.of_language`
 and every phase uses the population risk, gradient descent keeps the tie, and

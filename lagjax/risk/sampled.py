@@ -82,24 +82,17 @@ def _labels(lang: languages.Language, tokens, mask):
   return lang.label_tokens(tokens, mask)
 
 
-def _padded_dfa(lang: languages.AutomatonLabels):
-  """The DFA's (table, accepting, start), Q padded to bucket_length(Q) with rejecting states
-  that loop on themselves (never reached): DFAs of similar size share one compilation."""
+def _labeler(lang: languages.Language):
+  """(tokens, mask) -> y for `lang`. A DFA's table is padded to bucket_length(Q) states with
+  rejecting states that loop on themselves (never reached) and passed as an argument, so
+  DFAs of similar size share one compilation; other languages compile their own."""
+  if not isinstance(lang, languages.AutomatonLabels):
+    return functools.partial(_labels, lang)
   table, accepting, start = lang.automaton()
   extra = np.arange(table.shape[0], bucket_length(table.shape[0]))
-  table = np.concatenate([table, np.repeat(extra[:, None], table.shape[1], axis=1)])
-  accepting = np.concatenate([accepting, np.zeros(extra.size, bool)])
-  return jnp.asarray(table), jnp.asarray(accepting), start
-
-
-def _draw_chunk(lang: languages.Language, key, lengths, width: int) -> Batch:
-  """One padded chunk of strings of `lang` with their labels."""
-  tokens, mask, weight = _draw_tokens(jnp.asarray(lang.pi_array), key, lengths, width)
-  if isinstance(lang, languages.AutomatonLabels):
-    labels = regular.read_labels(*_padded_dfa(lang), tokens, mask)
-  else:
-    labels = _labels(lang, tokens, mask)
-  return Batch(tokens, mask, labels, weight)
+  table = jnp.asarray(np.concatenate([table, np.repeat(extra[:, None], table.shape[1], axis=1)]))
+  accepting = jnp.asarray(np.concatenate([accepting, np.zeros(extra.size, bool)]))
+  return functools.partial(regular.read_labels, table, accepting, start)
 
 
 def sample_batches(key, lang: languages.Language, n_samples: int,
@@ -141,8 +134,12 @@ def sample_batches(key, lang: languages.Language, n_samples: int,
       padded[: part.size] = part
       chunks.append((padded, int(width)))
   keys = jax.random.split(token_key, len(chunks))
-  return [_draw_chunk(lang, k, jnp.asarray(padded), width)
-          for k, (padded, width) in zip(keys, chunks)]
+  pi, label = jnp.asarray(lang.pi_array), _labeler(lang)
+  batches = []
+  for k, (padded, width) in zip(keys, chunks):
+    tokens, mask, weight = _draw_tokens(pi, k, jnp.asarray(padded), width)
+    batches.append(Batch(tokens, mask, label(tokens, mask), weight))
+  return batches
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
