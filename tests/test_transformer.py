@@ -29,12 +29,10 @@ def random_params(rng, config, scale=1.0):
   drawn here), with init's shapes; built in numpy, since compiling tf.init for every config
   would cost more than the tests themselves (init has tests of its own)."""
   seed = int(rng.integers(1 << 30))
-  table = np.eye(config.vocab + 1, config.token_dim)
-  if config.embedding == "random":
-    table = np.random.default_rng(seed).standard_normal(table.shape) / math.sqrt(table.shape[1])
+  table = np.random.default_rng(seed).standard_normal((config.vocab + 1, config.token_dim))
   params = {name: jnp.asarray(scale * rng.standard_normal(shape))
             for name, shape in sorted(tf.param_shapes(config).items())}
-  fixed = {"E": jnp.asarray(table[:-1]), "e_cls": jnp.asarray(table[-1])}
+  fixed = tf._fixed_embeddings(config, table)   # init's rule, on a numpy draw
   chex.assert_trees_all_equal_shapes_and_dtypes(
       (params, fixed), jax.eval_shape(lambda key: tf.init(key, config), jax.random.key(0)))
   return params, fixed

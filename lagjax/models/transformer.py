@@ -235,12 +235,18 @@ def _init(key, config, scale):
   # The direct parameterisation starts at zero, like θ0 = 0 of the theory.
   params = {name: (0.0 if config.attention == "direct" else scale) * value
             for name, value in arrays.items()}
+  return params, _fixed_embeddings(config, table)
+
+
+def _fixed_embeddings(config, normal_table):
+  """The fixed embeddings {"E", "e_cls"} from a standard-normal (vocab + 1, token_dim) draw:
+  one-hot rows (e_cls the extra one), or the draw's rows scaled to N(0, 1/token_dim)."""
   width = config.token_dim
   if config.embedding == "one_hot":
     table = jnp.eye(config.vocab + 1, width)
   else:
-    table = table / math.sqrt(width)
-  return params, {"E": table[:-1], "e_cls": table[-1]}
+    table = jnp.asarray(normal_table) / math.sqrt(width)
+  return {"E": table[:-1], "e_cls": table[-1]}
 
 
 def _check_params(params, config) -> None:
