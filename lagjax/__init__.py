@@ -12,9 +12,11 @@ The subpackages are the layers, each importing only those before it:
 data (lengths, languages, token groups) and tasks (sampled tasks) -> models ->
 risk (routes to the population risk) -> dynamics (plans, the training loop, the
 engines) -> analysis (regimes, scaling, finite samples) -> sweep. `validation`
-holds the small input checks every layer shares.
+holds the small input checks every layer shares; `xla_flags` switches XLA's YNNPACK
+fusions off on CPU, which are slower on lagjax's float64 arrays.
 """
 
+from lagjax import xla_flags  # noqa: I001  (first: XLA reads its flags at the first computation)
 from lagjax import analysis, data, dynamics, models, risk, sweep, tasks, validation
 from lagjax.analysis import finite_sample, regimes, scaling
 from lagjax.data import languages, lengths, partition
@@ -39,5 +41,5 @@ __all__ = [
     "geometric", "init_params", "languages", "lengths", "metrics", "models", "occurrence",
     "partition", "plans", "population_risk", "regimes", "regular", "risk", "risk_fn", "runner",
     "sampled_risk", "scaling", "shifted_poisson", "sweep", "task_train", "tasks", "train",
-    "train_kqv", "validation",
+    "train_kqv", "validation", "xla_flags",
 ]

@@ -87,19 +87,23 @@ class Geometric:
     With q = 1 - p and R = (I - q M0)⁻¹: F = p·left·M0·R·right, F' = p·(left R) M1 (R right),
     F'' = p·[(left R) M2 (R right) + 2q (left R) M1 R M1 (R right)]: one inverse, by
     diagonally_dominant_inverse (M0 has row sums <= 1, so I - q M0 is strictly diagonally
-    dominant).
+    dominant). The matrices may carry one trailing batch axis, (Q, Q, N), with left (Q,)
+    and right (Q, J) shared: the transfer route passes all quadrature nodes at once.
     """
-    m0, m1, m2 = matrices
+    batched = matrices[0].ndim == 3
+    m0, m1, m2 = (each if batched else each[..., None] for each in matrices)
+    left, right = left[:, None], right[..., None]
     q = 1.0 - self.p
-    resolvent = diagonally_dominant_inverse(jnp.eye(m0.shape[0]) - q * m0)
-    right_resolved = resolvent @ right
-    left_resolved = left @ resolvent
-    value = self.p * (left @ m0) @ right_resolved
-    first = self.p * (left_resolved @ m1) @ right_resolved
-    inner = resolvent @ (m1 @ right_resolved)
-    second = self.p * ((left_resolved @ m2) @ right_resolved
-                       + 2.0 * q * (left_resolved @ m1) @ inner)
-    return value, first, second
+    resolvent = diagonally_dominant_inverse(jnp.eye(m0.shape[0])[..., None] - q * m0)
+    right_resolved = batched_dot(resolvent, right)
+    left_resolved = batched_dot(left, resolvent)
+    left_m1 = batched_dot(left_resolved, m1)
+    value = self.p * batched_dot(batched_dot(left, m0), right_resolved)
+    first = self.p * batched_dot(left_m1, right_resolved)
+    inner = batched_dot(resolvent, batched_dot(m1, right_resolved))
+    second = self.p * (batched_dot(batched_dot(left_resolved, m2), right_resolved)
+                       + 2.0 * q * batched_dot(left_m1, inner))
+    return tuple(each if batched else each[..., 0] for each in (value, first, second))
 
   def tail(self, n_max: int) -> float:
     """P(n > n_max) = (1-p)^n_max."""
@@ -236,35 +240,59 @@ LengthLaw = Geometric | Fixed | ShiftedPoisson
 REQUIRED = ("mean", "log_pmf", "sample", "tail")
 
 
-@jax.custom_jvp
-def diagonally_dominant_inverse(matrix):
-  """The inverse of a strictly row-diagonally-dominant (Q, Q) matrix, by Gauss-Jordan
-  elimination without pivoting (stable there: no pivot is smaller than the margin of
-  dominance). Plain array operations, so that a vmapped batch of small systems never calls
-  the batched LAPACK kernels, which on CPU can deadlock XLA's thread pool (BUILD_NOTES.md,
-  "A deadlock in batched LU"). The resolvent (I - qT)⁻¹ of the transfer route (§3d) is
-  such a matrix; its derivative is d(M⁻¹) = -M⁻¹ dM M⁻¹.
+def batched_dot(a, b):
+  """a · b over a's second-to-last and b's first axis, for arrays whose last axis is a batch
+  axis they share (docs/theory.md §3d): (..., K, N) · (K, ..., N) -> (..., ..., N).
+
+  Written as a broadcast product and a sum, so XLA fuses it into one loop along the batch
+  axis; a batched dot of small matrices costs CPU a library call per batch entry.
 
   Args:
-    matrix: (Q, Q), strictly diagonally dominant by rows.
+    a: an array (..., K, N).
+    b: an array (K, ..., N).
 
   Returns:
-    The inverse (Q, Q).
+    The contraction, (..., ..., N).
+
+  Example:
+    >>> a, b = jnp.arange(12.0).reshape(2, 3, 2), jnp.arange(24.0).reshape(3, 4, 2)
+    >>> product = lj.data.lengths.batched_dot(a, b)
+    >>> product.shape, bool(jnp.all(product[..., 1] == a[..., 1] @ b[..., 1]))
+    ((2, 4, 2), True)
+  """
+  a = a.reshape(a.shape[:-1] + (1,) * (b.ndim - 2) + a.shape[-1:])
+  return jnp.sum(a * b, axis=a.ndim - b.ndim)
+
+
+@jax.custom_jvp
+def diagonally_dominant_inverse(matrix):
+  """The inverse of strictly row-diagonally-dominant (Q, Q) matrices, by Gauss-Jordan
+  elimination without pivoting (stable there: no pivot is smaller than the margin of
+  dominance). Trailing axes are batch axes, and the elimination is plain array operations
+  along them: a batch of small systems never calls the batched LAPACK kernels, which on CPU
+  can deadlock XLA's thread pool (BUILD_NOTES.md, "A deadlock in batched LU"). The
+  resolvent (I - qT)⁻¹ of the transfer route (§3d) is such a matrix; its derivative is
+  d(M⁻¹) = -M⁻¹ dM M⁻¹.
+
+  Args:
+    matrix: (Q, Q, ...), strictly diagonally dominant by rows.
+
+  Returns:
+    The inverse (Q, Q, ...).
 
   Example:
     >>> inverse = lj.data.lengths.diagonally_dominant_inverse(jnp.array([[2.0, 1.0], [1.0, 3.0]]))
     >>> (inverse * 5).round(12).tolist()
     [[3.0, -1.0], [-1.0, 2.0]]
   """
-  size = matrix.shape[-1]
-  augmented = jnp.concatenate([matrix, jnp.eye(size, dtype=matrix.dtype)], axis=-1)
-
-  def eliminate(k, augmented):
+  size = matrix.shape[0]
+  identity = jnp.eye(size, dtype=matrix.dtype).reshape((size, size) + (1,) * (matrix.ndim - 2))
+  augmented = jnp.concatenate([matrix, jnp.broadcast_to(identity, matrix.shape)], axis=1)
+  for k in range(size):  # Q is small and static: unrolled, every step a fused loop
     row = augmented[k] / augmented[k, k]
     column = augmented[:, k].at[k].set(0.0)
-    return (augmented - column[:, None] * row[None, :]).at[k].set(row)
-
-  return jax.lax.fori_loop(0, size, eliminate, augmented)[:, size:]
+    augmented = (augmented - column[:, None] * row[None]).at[k].set(row)
+  return augmented[:, size:]
 
 
 @diagonally_dominant_inverse.defjvp
@@ -273,7 +301,9 @@ def _inverse_jvp(primals, tangents):
   running the elimination backwards."""
   (matrix,), (tangent,) = primals, tangents
   inverse = diagonally_dominant_inverse(matrix)
-  return inverse, -inverse @ tangent @ inverse
+  if matrix.ndim == 2:
+    return inverse, -inverse @ tangent @ inverse
+  return inverse, -batched_dot(batched_dot(inverse, tangent), inverse)
 
 
 def pgf_derivatives_by_jvp(law, left, matrices, right):

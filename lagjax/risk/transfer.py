@@ -309,54 +309,76 @@ def moments(params, automaton: Automaton, law, *, step: float, left: float, widt
                       [zero, letter_sum(middle), letter_sum(last * last_groups)],
                       [zero, zero, zero]])
 
-  def phased_geometric(weights, last_groups):
-    """F, F', F'' of the phased automaton under Geometric(p) through its blocks alone: paths
-    of length 1 take the 'both' block B, longer ones A Cⁿ⁻² D, so with q = 1 - p
-    F(s) = p·e·B·ends + p q·(e A)(I - q C)⁻¹(D ends), a Q×Q inverse instead of 3Q×3Q.
+  # Every product runs along the quadrature nodes, the trailing axis N; the automaton's
+  # constant matrices get a trailing axis of 1.
+  dot = lengths_lib.batched_dot
+  starts = jnp.einsum("q,gqr->gr", automaton.start, letters)            # e L_g
+  constants = (starts, letters @ ends, starts @ ends, letters, jnp.moveaxis(letters, 0, 1))
+  # e L_g, L_g ends, e L_g ends, L_g, and (Q, G, Q) for v -> v L_g
+  starts, letter_ends, start_ends, node_letters, letters_after = (
+      each[..., None] for each in constants)
+
+  def geometric(weights, last_groups):
+    """F, F', F'' (each (2, N)) under Geometric(p) at all nodes at once, for the layouts
+    with position tables or the last query (the plain one takes the law's
+    matrix_pgf_derivatives). A path of length 1 takes the 'both' weights; a longer one
+    enters by a first weight, stays by middle ones and leaves by a last one. So with
+    q = 1 - p, F(s) = p·e B(s) ends + p q·a(s)(I - q C(s))⁻¹ b(s), a = e A, b = D ends.
     Each block is X(s) = X0 + s X1 + ½ s² X2; with R = (I - q C0)⁻¹, R' = q R C1 R and
     R'' = q R C2 R + 2q² R C1 R C1 R, the derivatives are products with R alone."""
     q = 1.0 - law.p
-    enter, single, inside, leave = zip(*[
-        (letter_sum(first), letter_sum(both * last_groups), letter_sum(middle),
-         letter_sum(last * last_groups)) for middle, first, last, both in map(_kinds, weights)])
-    resolvent = lengths_lib.diagonally_dominant_inverse(jnp.eye(num_states) - q * inside[0])
-    rows = [automaton.start @ block for block in enter]            # a_k = e A_k
-    columns = [block @ ends for block in leave]                    # b_k = D_k ends
-    left, right = rows[0] @ resolvent, resolvent @ columns[0]      # a0 R, R b0
-    left1, right1 = rows[1] @ resolvent, resolvent @ columns[1]    # a1 R, R b1
-    turn = resolvent @ (inside[1] @ right)                         # R C1 R b0
-    value = left @ columns[0]
-    slope = left1 @ columns[0] + q * (left @ inside[1]) @ right + left @ columns[1]
-    curvature = (rows[2] @ right + left @ columns[2] + q * (left @ inside[2]) @ right
-                 + 2.0 * q * q * (left @ inside[1]) @ turn
-                 + 2.0 * (q * (left1 @ inside[1]) @ right + left1 @ columns[1]
-                          + q * (left @ inside[1]) @ right1))
-    singles = [automaton.start @ block @ ends for block in single]
+    # per order k = 0, 1, 2, each (G, N)
+    middle, first, last, both = zip(*(jnp.moveaxis(_kinds(w.T), 0, -1) for w in weights))
+    mask = last_groups[:, None]
+    rows = [dot(weight, starts) for weight in first]                     # a_k = e A_k
+    columns = [dot(weight * mask, letter_ends) for weight in last]       # b_k = D_k ends
+    singles = [dot(weight * mask, start_ends) for weight in both]        # e B_k ends
+    resolvent = lengths_lib.diagonally_dominant_inverse(
+        jnp.eye(num_states)[..., None] - q * dot(middle[0], node_letters))
+    left = [dot(row, resolvent) for row in rows[:2]]                     # a_k R
+    right = [dot(resolvent, column) for column in columns[:2]]           # R b_k
+    left_letters = [dot(each, letters_after) for each in left]           # a_k R L_g
+    left_c1 = [dot(middle[1], each) for each in left_letters]            # a_k R C1
+    left_c2 = dot(middle[2], left_letters[0])                            # a0 R C2
+    turn = dot(resolvent, dot(middle[1], dot(node_letters, right[0])))   # R C1 R b0
+    value = dot(left[0], columns[0])
+    slope = (dot(left[1], columns[0]) + q * dot(left_c1[0], right[0])
+             + dot(left[0], columns[1]))
+    curvature = (dot(rows[2], right[0]) + dot(left[0], columns[2])
+                 + q * dot(left_c2, right[0]) + 2.0 * q * q * dot(left_c1[0], turn)
+                 + 2.0 * (q * dot(left_c1[1], right[0]) + dot(left[1], columns[1])
+                          + q * dot(left_c1[0], right[1])))
     return tuple(law.p * (one + q * many) for one, many in
                  zip(singles, (value, slope, curvature)))
 
   def _kinds(weights):
     return entry_kinds(weights, groups, layout.positions == "first_last")
 
-  def at_node(decay, first, second, last_groups):
-    """F'(0) = (E-terms of 1{acc}·tA, 1·tA) and F''(0) (of 1{acc}·t²A², 1·t²A²) at a node,
-    for the position weight w(s) = decay + s·first + ½s²·second per entry (CLS last)."""
-    if not layout.plain and isinstance(law, lengths_lib.Geometric):
-      value, slope, curvature = phased_geometric((decay, first, second), last_groups)
-    else:
-      matrices = tuple(matrix(weights, last_groups) for weights in (decay, first, second))
-      value, slope, curvature = law.matrix_pgf_derivatives(start_row, matrices, end_columns)
-    if layout.cls:  # the CLS weight multiplies F(s): product rule
-      slope, curvature = (first[-1] * value + decay[-1] * slope,
-                          second[-1] * value + 2.0 * first[-1] * slope + decay[-1] * curvature)
-    return slope, curvature
+  def at_node(weights, last_groups):
+    """F, F', F'' at one node from its entry weights (decay, first, second), by the law's
+    matrix_pgf_derivatives."""
+    matrices = tuple(matrix(each, last_groups) for each in weights)
+    return law.matrix_pgf_derivatives(start_row, matrices, end_columns)
 
   def row_moments(scores, values, last_groups):
+    """F'(0) and F''(0) (of 1{acc}·tA, 1·tA and their squares) integrated over the nodes,
+    for the position weight w(s) = decay + s·first + ½s²·second per entry (CLS last)."""
     x_weights, decay, kernel1, kernel2, needed = laplace.kernels(scores, step, left, width,
                                                                  points)
-    first, second = jax.vmap(at_node, in_axes=(1, 1, 1, None))(
-        decay, values[:, None] * kernel1, values[:, None] ** 2 * kernel2, last_groups)
-    return x_weights @ first, x_weights @ second, needed
+    weights = (decay, values[:, None] * kernel1, values[:, None] ** 2 * kernel2)  # (E, N)
+    if isinstance(law, lengths_lib.Geometric) and layout.plain:
+      matrices = tuple(dot(each[:groups], node_letters) for each in weights)  # T_k (Q, Q, N)
+      value, slope, curvature = law.matrix_pgf_derivatives(automaton.start, matrices, ends)
+    elif isinstance(law, lengths_lib.Geometric):
+      value, slope, curvature = geometric(weights, last_groups)
+    else:
+      value, slope, curvature = jax.vmap(at_node, in_axes=(1, None), out_axes=-1)(
+          weights, last_groups)
+    if layout.cls:  # the CLS weight multiplies F(s): product rule
+      decay, first, second = (each[-1] for each in weights)
+      slope, curvature = (first * value + decay * slope,
+                          second * value + 2.0 * first * slope + decay * curvature)
+    return slope @ x_weights, curvature @ x_weights, needed
 
   mean_f, mean_f2, needed = jax.vmap(row_moments)(*entry_table(params))
   needed = needed.max()
