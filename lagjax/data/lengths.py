@@ -24,6 +24,9 @@ import numpy as np
 
 from lagjax import validation
 
+# The probability mass a truncated sum over lengths may leave out (ShiftedPoisson.matrix_pgf).
+TAIL = 1e-17
+
 
 def _check_probability(name: str, value: float) -> float:
   value = float(value)
@@ -217,9 +220,27 @@ class ShiftedPoisson:
     return jnp.exp(self.lam * (z - 1.0)) * (2.0 * self.lam + self.lam**2 * z)
 
   def matrix_pgf(self, left, matrix, right):
-    """Σ_n P(n) left·Mⁿ·right = left·M·exp(λ(M - I))·right."""
-    exponent = self.lam * (matrix - jnp.eye(matrix.shape[0]))
-    return (left @ matrix) @ jax.scipy.linalg.expm(exponent) @ right
+    """Σ_n P(n) left·Mⁿ·right = left·M·exp(λ(M - I))·right (§3d).
+
+    For a concrete λ, the sum itself up to the N with P(n > N) ≤ TAIL, by Horner's rule in
+    matrix-vector products: the error is at most TAIL when the rows of |M| sum to ≤ 1, as
+    the transfer route's T(0) does. No LAPACK call: under vmap over quadrature nodes, expm's
+    batched LU can deadlock XLA's CPU thread pool (BUILD_NOTES.md, "A deadlock in batched
+    LU"). For a traced λ (a vmapped family of laws), expm.
+    """
+    if not isinstance(self.lam, float):
+      exponent = self.lam * (matrix - jnp.eye(matrix.shape[0]))
+      return (left @ matrix) @ jax.scipy.linalg.expm(exponent) @ right
+    k = np.arange(int(self.lam + 40.0 * math.sqrt(self.lam) + 60.0))  # n = 1 + k
+    pmf = np.exp(np.cumsum(np.concatenate([[-self.lam], math.log(self.lam) - np.log(k[1:])])))
+    beyond = np.cumsum(pmf[::-1])[::-1] - pmf                         # P(n > 1 + k)
+    pmf = pmf[:np.argmax(beyond <= TAIL) + 1][::-1]                   # P(N), ..., P(1)
+
+    def horner(vector, probability):  # v <- P(n) right + M v, from n = N down to 1
+      return probability * right + matrix @ vector, None
+
+    vector, _ = jax.lax.scan(horner, jnp.zeros_like(right * matrix[0, 0]), pmf)
+    return left @ (matrix @ vector)
 
   def matrix_pgf_derivatives(self, left, matrices, right):
     """F, F', F'' at s = 0 of Σ_n P(n) left·M(s)ⁿ·right, M(s) = M0 + s M1 + ½ s² M2."""
