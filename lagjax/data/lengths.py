@@ -223,8 +223,8 @@ class ShiftedPoisson:
     """Σ_n P(n) left·Mⁿ·right = left·M·exp(λ(M - I))·right (§3d).
 
     For a concrete λ, the sum itself up to the N with P(n > N) ≤ TAIL, by Horner's rule in
-    matrix-vector products: the error is at most TAIL when the rows of |M| sum to ≤ 1, as
-    the transfer route's T(0) does. No LAPACK call: under vmap over quadrature nodes, expm's
+    matrix-vector products: the error is at most TAIL when every row of M has absolute sum
+    ≤ 1, as the transfer route's T(0) does. No LAPACK call: under vmap over quadrature nodes, expm's
     batched LU can deadlock XLA's CPU thread pool (BUILD_NOTES.md, "A deadlock in batched
     LU"). For a traced λ (a vmapped family of laws), expm.
     """
