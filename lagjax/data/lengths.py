@@ -224,9 +224,9 @@ class ShiftedPoisson:
 
     For a concrete λ, the sum itself up to the N with P(n > N) ≤ TAIL, by Horner's rule in
     matrix-vector products: the error is at most TAIL when every row of M has absolute sum
-    ≤ 1, as the transfer route's T(0) does. No LAPACK call: under vmap over quadrature nodes, expm's
-    batched LU can deadlock XLA's CPU thread pool (BUILD_NOTES.md, "A deadlock in batched
-    LU"). For a traced λ (a vmapped family of laws), expm.
+    ≤ 1, as the transfer route's T(0) does. No LAPACK call: under vmap over quadrature
+    nodes, expm's batched LU can deadlock XLA's CPU thread pool (BUILD_NOTES.md, "A
+    deadlock in batched LU"). For a traced λ (a vmapped family of laws), expm.
     """
     if not isinstance(self.lam, float):
       exponent = self.lam * (matrix - jnp.eye(matrix.shape[0]))
