@@ -231,9 +231,10 @@ class ShiftedPoisson:
     if not isinstance(self.lam, float):
       exponent = self.lam * (matrix - jnp.eye(matrix.shape[0]))
       return (left @ matrix) @ jax.scipy.linalg.expm(exponent) @ right
-    k = np.arange(int(self.lam + 40.0 * math.sqrt(self.lam) + 60.0))  # n = 1 + k
-    pmf = np.exp(np.cumsum(np.concatenate([[-self.lam], math.log(self.lam) - np.log(k[1:])])))
-    beyond = np.cumsum(pmf[::-1])[::-1] - pmf                         # P(n > 1 + k)
+    lengths = np.arange(1.0, self.lam + 40.0 * math.sqrt(self.lam) + 61.0)
+    with jax.ensure_compile_time_eval():  # concrete numbers, also inside a trace
+      pmf = np.exp(np.asarray(self.log_pmf(lengths)))
+    beyond = np.cumsum(pmf[::-1])[::-1] - pmf                         # P(n > lengths)
     pmf = pmf[:np.argmax(beyond <= TAIL) + 1][::-1]                   # P(N), ..., P(1)
 
     def horner(vector, probability):  # v <- P(n) right + M v, from n = N down to 1
