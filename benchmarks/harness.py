@@ -45,10 +45,12 @@ def median_time(fn, *args, repeats: int) -> float:
 
 
 def machine(load_average=None) -> dict:
-  """Platform, Python, CPUs, JAX, device, x64 and the load average (now unless given)."""
+  """Platform, Python, CPUs, JAX, device, x64, XLA_FLAGS (lagjax adds one at import) and
+  the load average (now unless given)."""
   return {"platform": platform.platform(), "python": platform.python_version(),
           "cpu_count": os.cpu_count(), "jax": jax.__version__,
           "device": str(jax.devices()[0]), "x64": bool(jax.config.jax_enable_x64),
+          "xla_flags": os.environ.get("XLA_FLAGS", ""),
           "load_average": os.getloadavg() if load_average is None else load_average}
 
 
@@ -60,7 +62,8 @@ def format_loads(loads) -> str:
 def machine_line(info: dict) -> str:
   """The 'machine: ...' line of a report, from machine()."""
   return (f"machine: {info['platform']}, python {info['python']}, {info['cpu_count']} CPUs, "
-          f"jax {info['jax']}, device {info['device']}, x64 {info['x64']}, load average at start "
+          f"jax {info['jax']}, device {info['device']}, x64 {info['x64']}, "
+          f"XLA_FLAGS '{info.get('xla_flags', '')}', load average at start "
           f"{format_loads(info['load_average'])}")
 
 
