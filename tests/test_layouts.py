@@ -276,6 +276,34 @@ def test_block_path_equals_the_phased_automaton(cls):
                                  atol=TOL * scale, err_msg=key)
 
 
+@pytest.mark.parametrize("name", ["even_pairs", "first"])
+def test_inside_blocks_equal_one_block(name):
+  """Geometric lengths, last query + position tables + CLS: the block path split into the
+  components of transfer.inside_blocks (a concrete automaton: two blocks of two states for
+  even pairs, two of one for first) equals the same path on one block of all Q states (the
+  automaton traced), risk and gradient, to TOL (the same sums; only roundoff separates them)."""
+  lang = language(name)
+  assert transfer.inside_blocks(transfer.automaton_arrays(lang)).shape[0] == 2
+  params = random_params(np.random.default_rng(17), lang.d, cls=True, **FULL)
+  quadrature = dict(step=laplace.STEP, left=laplace.window_left(lang),
+                    width=laplace.window_width(lang), num_points=2 * laplace.window_width(lang))
+
+  def risk(theta, automaton):
+    mean_f, mean_f2, _, covered = transfer.moments(theta, automaton, lang.length, **quadrature)
+    return transfer.squared_risk_of(mean_f, mean_f2)[0], covered
+
+  automaton = transfer.automaton_arrays(lang)
+  (blocks, covered), block_grads = jax.jit(jax.value_and_grad(
+      lambda theta: risk(theta, automaton), has_aux=True))(params)
+  (whole, _), whole_grads = jax.jit(jax.value_and_grad(risk, has_aux=True))(params, automaton)
+  assert covered
+  scale = max(1.0, (3 * max(float(jnp.abs(v).max()) for v in params.values())) ** 2)
+  assert abs(float(blocks - whole)) <= TOL * scale
+  for key in block_grads:
+    np.testing.assert_allclose(block_grads[key], whole_grads[key], rtol=0, atol=TOL * scale,
+                               err_msg=key)
+
+
 # The shapes an automaton can have: no sink and period 2 (parity), order read at both ends
 # (even_pairs), a sink (dyck2), d = 3 (cycle3), a substring (contains). The length law
 # enters every language through the same matrix_pgf; enumeration pins each built-in's

@@ -242,6 +242,50 @@ def automaton_arrays(lang: languages.Language,
                    jnp.eye(letters.shape[-1])[start])
 
 
+def inside_blocks(automaton: Automaton) -> np.ndarray:
+  """The states the automaton can be in after its first token, as the connected components
+  of its transitions there, padded to one size K with the index Q (docs/theory.md §3d).
+
+  The middle of a string never leaves a component, so the transfer route's resolvent is
+  block diagonal: m blocks of K states instead of Q. A traced automaton (the atlas stacks
+  languages) gives one block of all Q states.
+
+  Args:
+    automaton: an Automaton.
+
+  Returns:
+    Indices into the Q states (Q marks padding), an int array (m, K).
+
+  Example:
+    Even pairs: after the first symbol only the last one moves, so the four states after
+    it form two blocks of two:
+
+    >>> lj.risk.transfer.inside_blocks(lj.risk.transfer.automaton_arrays(
+    ...     lj.data.regular_builtins.even_pairs())).tolist()
+    [[1, 3], [2, 4]]
+  """
+  if isinstance(automaton.letters, jax.core.Tracer):
+    return np.arange(automaton.letters.shape[-1])[None]
+  step = np.asarray(automaton.letters).sum(0) > 0                      # q -> r by a token
+  num_states = step.shape[0]
+  inside = step[np.asarray(automaton.start).argmax()]
+  while not np.array_equal(grown := inside | step[inside].any(0), inside):
+    inside = grown
+  linked = (step | step.T) & inside[:, None] & inside[None, :]
+  blocks, unseen = [], set(np.flatnonzero(inside).tolist())
+  while unseen:
+    block, frontier = set(), [min(unseen)]
+    while frontier:
+      state = frontier.pop()
+      if state not in block:
+        block.add(state)
+        frontier += np.flatnonzero(linked[state]).tolist()
+    blocks.append(sorted(block))
+    unseen -= block
+  size = max(len(block) for block in blocks)
+  return np.array([block + [num_states] * (size - len(block)) for block in blocks])
+
+
 def moments(params, automaton: Automaton, law, *, step: float, left: float, width: int,
             num_points: int | None = None, max_clusters: int | None = None):
   """The route's moments at grouped params of any layout (docs/theory.md §3d).
@@ -313,51 +357,60 @@ def moments(params, automaton: Automaton, law, *, step: float, left: float, widt
   # constant matrices get a trailing axis of 1.
   dot = lengths_lib.batched_dot
   starts = jnp.einsum("q,gqr->gr", automaton.start, letters)            # e L_g
-  constants = (starts, letters @ ends, starts @ ends, letters, jnp.moveaxis(letters, 0, 1))
-  # e L_g, L_g ends, e L_g ends, L_g, and (Q, G, Q) for v -> v L_g
-  starts, letter_ends, start_ends, node_letters, letters_after = (
-      each[..., None] for each in constants)
+  start_ends = (starts @ ends)[..., None]                                 # e L_g ends (G, 2, 1)
+
+  # The block path's states after the first token, as m blocks of size K (one block of
+  # all Q states when the automaton is traced); index Q pads blocks with a weightless state.
+  blocks = inside_blocks(automaton)
+  padded = jnp.pad(letters, ((0, 0), (0, 1), (0, 1)))
+  block_constants = (  # per block: L_g (G, K, K), e L_g (G, K), L_g ends (G, K, 2)
+      padded[:, blocks[:, :, None], blocks[:, None, :]],
+      jnp.pad(starts, ((0, 0), (0, 1)))[:, blocks],
+      (padded @ jnp.pad(ends, ((0, 1), (0, 0))))[:, blocks])
+  block_constants = tuple(jnp.moveaxis(each, 1, 0) for each in block_constants)
+
+  def block_series(block_letters, block_starts, block_ends, middle, first, last, q):
+    """y(s) b(s) and its s-derivatives in one block (lengths.resolvent_series)."""
+    rows = jnp.unstack(dot(first, block_starts[..., None]))              # a_k (K, N)
+    columns = dot(last, block_ends[..., None])                           # b_k (3, K, 2, N)
+    m0, m1, m2 = jnp.unstack(middle)
+    system = jnp.eye(rows[0].shape[0])[..., None] - q * dot(m0, block_letters[..., None])
+    letters_after = jnp.moveaxis(block_letters, 0, 1)[..., None]         # (K, G, K, 1)
+
+    def times(weight):  # y C_k = Σ_g m_k,g (y L_g)
+      return lambda y: dot(weight, dot(y, letters_after))
+
+    return lengths_lib.resolvent_series(rows, columns, system, q, (times(m1), times(m2)))
 
   def geometric(weights, last_groups):
     """F, F', F'' (each (2, N)) under Geometric(p) at all nodes at once, for the layouts
     with position tables or the last query (the plain one takes the law's
     matrix_pgf_derivatives). A path of length 1 takes the 'both' weights; a longer one
     enters by a first weight, stays by middle ones and leaves by a last one. So with
-    q = 1 - p, F(s) = p·e B(s) ends + p q·a(s)(I - q C(s))⁻¹ b(s), a = e A, b = D ends.
-    Each block is X(s) = X0 + s X1 + ½ s² X2; with R = (I - q C0)⁻¹, R' = q R C1 R and
-    R'' = q R C2 R + 2q² R C1 R C1 R, the derivatives are products with R alone."""
+    q = 1 - p, F(s) = p·e B(s) ends + p q·y(s) b(s), where y(s) = a(s)(I - q C(s))⁻¹,
+    a = e A, b = D ends and C the middle transfer matrix: lengths.resolvent_series,
+    summed over inside_blocks, since C never leaves a block."""
     q = 1.0 - law.p
-    # per order k = 0, 1, 2, each (G, N)
-    middle, first, last, both = zip(*(jnp.moveaxis(_kinds(w.T), 0, -1) for w in weights))
+    # Each array is split once (jnp.unstack), never indexed: reverse mode then stacks the
+    # cotangents instead of padding each one with zeros.
+    if layout.positions == "first_last":  # [middle, first, last, both], each (3, G, N)
+      middle, first, last, both = jnp.unstack(
+          weights.reshape((3, 4, groups) + weights.shape[-1:]), axis=1)
+    else:
+      middle = first = last = both = weights
     mask = last_groups[:, None]
-    rows = [dot(weight, starts) for weight in first]                     # a_k = e A_k
-    columns = [dot(weight * mask, letter_ends) for weight in last]       # b_k = D_k ends
-    singles = [dot(weight * mask, start_ends) for weight in both]        # e B_k ends
-    resolvent = lengths_lib.diagonally_dominant_inverse(
-        jnp.eye(num_states)[..., None] - q * dot(middle[0], node_letters))
-    left = [dot(row, resolvent) for row in rows[:2]]                     # a_k R
-    right = [dot(resolvent, column) for column in columns[:2]]           # R b_k
-    left_letters = [dot(each, letters_after) for each in left]           # a_k R L_g
-    left_c1 = [dot(middle[1], each) for each in left_letters]            # a_k R C1
-    left_c2 = dot(middle[2], left_letters[0])                            # a0 R C2
-    turn = dot(resolvent, dot(middle[1], dot(node_letters, right[0])))   # R C1 R b0
-    value = dot(left[0], columns[0])
-    slope = (dot(left[1], columns[0]) + q * dot(left_c1[0], right[0])
-             + dot(left[0], columns[1]))
-    curvature = (dot(rows[2], right[0]) + dot(left[0], columns[2])
-                 + q * dot(left_c2, right[0]) + 2.0 * q * q * dot(left_c1[0], turn)
-                 + 2.0 * (q * dot(left_c1[1], right[0]) + dot(left[1], columns[1])
-                          + q * dot(left_c1[0], right[1])))
-    return tuple(law.p * (one + q * many) for one, many in
-                 zip(singles, (value, slope, curvature)))
+    singles = jnp.unstack(dot(both * mask, start_ends))                  # e B_k ends (2, N)
+    many = jax.vmap(block_series, in_axes=(0, 0, 0, None, None, None, None))(
+        *block_constants, middle, first, last * mask, q)
+    return tuple(law.p * (one + q * each.sum(0)) for one, each in zip(singles, many))
 
   def _kinds(weights):
     return entry_kinds(weights, groups, layout.positions == "first_last")
 
   def at_node(weights, last_groups):
-    """F, F', F'' at one node from its entry weights (decay, first, second), by the law's
-    matrix_pgf_derivatives."""
-    matrices = tuple(matrix(each, last_groups) for each in weights)
+    """F, F', F'' at one node from its entry weights (3, E) (decay, first, second), by the
+    law's matrix_pgf_derivatives."""
+    matrices = tuple(matrix(each, last_groups) for each in jnp.unstack(weights))
     return law.matrix_pgf_derivatives(start_row, matrices, end_columns)
 
   def row_moments(scores, values, last_groups):
@@ -365,17 +418,21 @@ def moments(params, automaton: Automaton, law, *, step: float, left: float, widt
     for the position weight w(s) = decay + s·first + ½s²·second per entry (CLS last)."""
     x_weights, decay, kernel1, kernel2, needed = laplace.kernels(scores, step, left, width,
                                                                  points)
-    weights = (decay, values[:, None] * kernel1, values[:, None] ** 2 * kernel2)  # (E, N)
+    # (3, E, N) by order of s; the CLS entry split off once
+    weights = jnp.stack([decay, values[:, None] * kernel1, values[:, None] ** 2 * kernel2])
+    if layout.cls:
+      weights, cls_weights = jnp.split(weights, [weights.shape[1] - 1], axis=1)
     if isinstance(law, lengths_lib.Geometric) and layout.plain:
-      matrices = tuple(dot(each[:groups], node_letters) for each in weights)  # T_k (Q, Q, N)
+      # T_k = Σ_g w_k,g L_g (Q, Q, N): a matrix product over the G groups
+      matrices = jnp.unstack(jnp.einsum("kgn,gqr->kqrn", weights, letters))
       value, slope, curvature = law.matrix_pgf_derivatives(automaton.start, matrices, ends)
     elif isinstance(law, lengths_lib.Geometric):
       value, slope, curvature = geometric(weights, last_groups)
     else:
-      value, slope, curvature = jax.vmap(at_node, in_axes=(1, None), out_axes=-1)(
+      value, slope, curvature = jax.vmap(at_node, in_axes=(2, None), out_axes=-1)(
           weights, last_groups)
     if layout.cls:  # the CLS weight multiplies F(s): product rule
-      decay, first, second = (each[-1] for each in weights)
+      decay, first, second = jnp.unstack(cls_weights.reshape(3, -1))
       slope, curvature = (first * value + decay * slope,
                           second * value + 2.0 * first * slope + decay * curvature)
     return slope @ x_weights, curvature @ x_weights, needed
@@ -521,5 +578,5 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
 
 
 __all__ = ["Automaton", "attention_moments", "automaton_arrays", "build", "entry_kinds",
-           "entry_table", "group_letter_matrices", "moments", "num_windows", "points_needed",
-           "squared_risk_of", "supports"]
+           "entry_table", "group_letter_matrices", "inside_blocks", "moments", "num_windows",
+           "points_needed", "squared_risk_of", "supports"]
