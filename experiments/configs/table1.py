@@ -46,9 +46,8 @@ that edge until the choice is interior or the next point leaves `eta_cap`
 Exact rows (`exact`). Occurrence, OR and AND also get rows computed by exact
 population gradient descent on the direct (α, β) model from θ0 = 0, with the same
 plans, phase fractions, T and grids (experiments/table1_exact.py): no seeds. Even
-pairs has them too (transfer route), off by default: at T = 2000 its ~30 candidates
-take about 25 min on this 2-core CPU (BUILD_NOTES.md); turn them on with
---config.task_settings.even_pairs.exact=True.
+pairs has them too, by the transfer route: its 39 candidates at T = 2000 take 45 s on this
+2-core CPU (BUILD_NOTES.md).
 
 Phase lengths (`phase_fractions`): three_phase T/4 output, T/4 attention, T/2 output;
 attention_first T/2 attention, T/2 output; the others T.
@@ -115,7 +114,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
       "and": _settings(heads=2, steps=2000, eta_grid=LANGUAGE_GRID, eta_cap=LANGUAGE_CAP,
                        exact=True),
       "even_pairs": _settings(heads=2, query="last", positional="first_last", steps=2000,
-                              eta_grid=(0.3, 1.0, 1.5), eta_cap=(0.01, 10.0)),
+                              eta_grid=(0.3, 1.0, 1.5), eta_cap=(0.01, 10.0), exact=True),
       "icl_bigram": _settings(query="last", k=10, mean_length=50, max_len=128, steps=5000,
                               optimizer="adam", eta_grid=(0.001, 0.003, 0.01),
                               eta_cap=(1e-4, 0.1)),
