@@ -12,12 +12,13 @@ The subpackages are the layers, each importing only those before it:
 data (lengths, languages, token groups) and tasks (sampled tasks) -> models ->
 risk (routes to the population risk) -> dynamics (plans, the training loop, the
 engines) -> analysis (regimes, scaling, finite samples) -> sweep. `validation`
-holds the small input checks every layer shares; `xla_flags` switches XLA's YNNPACK
-fusions off on CPU, which are slower on lagjax's float64 arrays.
+holds the small input checks every layer shares; `linalg` the small symmetric
+eigendecompositions of the closed forms, without LAPACK; `xla_flags` switches XLA's
+YNNPACK fusions off on CPU, which are slower on lagjax's float64 arrays.
 """
 
 from lagjax import xla_flags  # noqa: I001  (first: XLA reads its flags at the first computation)
-from lagjax import analysis, data, dynamics, models, risk, sweep, tasks, validation
+from lagjax import analysis, data, dynamics, linalg, models, risk, sweep, tasks, validation
 from lagjax.analysis import finite_sample, regimes, scaling
 from lagjax.data import languages, lengths, partition
 from lagjax.data.languages import Language
@@ -38,8 +39,8 @@ from lagjax.risk import (
 __all__ = [
     "Language", "RiskResult", "Run", "all_of", "analysis", "any_of", "closed_form", "data",
     "dynamics", "error_rate", "finite_sample", "fixed", "forward_counts", "forward_tokens",
-    "geometric", "init_params", "languages", "lengths", "metrics", "models", "occurrence",
-    "partition", "plans", "population_risk", "regimes", "regular", "risk", "risk_fn", "runner",
-    "sampled_risk", "scaling", "shifted_poisson", "sweep", "task_train", "tasks", "train",
-    "train_kqv", "validation", "xla_flags",
+    "geometric", "init_params", "languages", "lengths", "linalg", "metrics", "models",
+    "occurrence", "partition", "plans", "population_risk", "regimes", "regular", "risk",
+    "risk_fn", "runner", "sampled_risk", "scaling", "shifted_poisson", "sweep", "task_train",
+    "tasks", "train", "train_kqv", "validation", "xla_flags",
 ]

@@ -280,3 +280,26 @@ def test_closed_form_refuses_optimizers_it_would_simulate_as_plain_gd(phase_inde
   phases[phase_index] = dataclasses.replace(phases[phase_index], optimizer=optax.adam)
   with pytest.raises(ValueError, match="plain SGD.*lj.train"):
     lj.closed_form.make_trajectory(lj.occurrence(5), lj.plans.custom(phases))
+
+
+def test_symmetric_eigh_equals_lapack():
+  """linalg.symmetric_eigh (Jacobi, no LAPACK; docs/theory.md §5, numerics) against numpy's
+  eigvalsh on 50 random symmetric matrices per size G = 1..8, vmapped, with the zero matrix,
+  a multiple of I, a repeated eigenvalue and the all-ones matrix among them: eigenvalues to
+  1e-13 relative to the largest entry, V Λ Vᵀ = A and VᵀV = I to 1e-13 (backward stable
+  rotations: errors a few ε times the entries, ≤ 1e-14 measured at G = 8). One sweep instead
+  of linalg.SWEEPS fails at G ≥ 3."""
+  from lagjax import linalg
+  rng = np.random.default_rng(8)
+  decompose = jax.jit(jax.vmap(linalg.symmetric_eigh))
+  for size in range(1, 9):
+    matrices = rng.normal(size=(50, size, size))
+    matrices = matrices + np.swapaxes(matrices, 1, 2)
+    matrices[0], matrices[1], matrices[3] = 0.0, 3.0 * np.eye(size), 1.0
+    matrices[2] = np.diag(np.r_[np.ones(size - 1), 2.0])
+    values, vectors = map(np.asarray, decompose(jnp.asarray(matrices)))
+    scale = max(1.0, np.abs(matrices).max())
+    assert np.abs(values - np.linalg.eigvalsh(matrices)).max() <= 1e-13 * scale
+    rebuilt = vectors @ (values[..., None] * np.swapaxes(vectors, 1, 2))
+    assert np.abs(rebuilt - matrices).max() <= 1e-13 * scale
+    assert np.abs(np.swapaxes(vectors, 1, 2) @ vectors - np.eye(size)).max() <= 1e-13

@@ -43,8 +43,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lagjax import linalg, validation
 from lagjax import risk as risk_lib
-from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.dynamics import closed_form
@@ -169,7 +169,7 @@ def _first_steps(static: _Static, problem: _Problem):
 
 def _scaled_top_eigenvalue(hessian, metric):
   root = jnp.sqrt(metric)
-  return jnp.linalg.eigvalsh(hessian / root[:, None] / root[None, :])[-1]
+  return linalg.symmetric_eigh(hessian / root[:, None] / root[None, :])[0][-1]
 
 
 def _final_risk(static: _Static, problem: _Problem, alpha, beta1, eta3, steps):

@@ -33,8 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lagjax import linalg, validation
 from lagjax import risk as risk_lib
-from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.dynamics import plans, runner
@@ -123,7 +123,7 @@ def output_gd_solver(hessian, target, sizes, beta0, eta):
     [[0.875, -0.875]]
   """
   root = jnp.sqrt(sizes)
-  eigenvalues, basis = jnp.linalg.eigh(hessian / root[:, None] / root[None, :])
+  eigenvalues, basis = linalg.symmetric_eigh(hessian / root[:, None] / root[None, :])
   z0 = basis.T @ (root * beta0)
   b = basis.T @ (target / root)
   rate = eta * jnp.maximum(eigenvalues, 0.0)                       # ηλ per direction, (G,)
@@ -160,8 +160,8 @@ def quadratic_risk(hessian, target, beta):
   With v = (β, 1) and the Gram matrix M = E[(W, -y)(W, -y)ᵀ] = [[H, -g], [-gᵀ, 1]]
   (PSD: y² = 1), R = ½ vᵀMv = ½ Σ_i μ_i⁺ (u_iᵀv)² = ½ ‖S v‖², S = diag(√μ⁺) Uᵀ,
   over the eigenpairs (μ_i, u_i) of M, with μ⁺ = max(μ, 0). A sum of squares, so
-  R >= 0 by construction. eigh is backward stable, so this is the exact risk of a
-  Gram matrix within c·ε·‖M‖ of the computed one (ε = 2^-53): the same absolute
+  R >= 0 by construction. Jacobi (linalg.symmetric_eigh) is backward stable, so this is the
+  exact risk of a Gram matrix within c·ε·‖M‖ of the computed one (ε = 2^-53): the same absolute
   error bound c·ε·‖M‖·‖v‖² as the expanded form, which can come out negative
   near a zero-risk minimizer (-2.7e-15 at the end of the three-phase plan).
 
@@ -206,7 +206,7 @@ def gram_factors(hessian, target):
   """
   column = -target[:, None]
   gram = jnp.block([[hessian, column], [column.T, jnp.ones((1, 1), column.dtype)]])
-  eigenvalues, basis = jnp.linalg.eigh(gram)
+  eigenvalues, basis = linalg.symmetric_eigh(gram)
   return jnp.sqrt(jnp.maximum(eigenvalues, 0.0))[:, None] * basis.T
 
 
