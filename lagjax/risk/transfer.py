@@ -266,22 +266,18 @@ def inside_blocks(automaton: Automaton) -> np.ndarray:
   """
   if isinstance(automaton.letters, jax.core.Tracer):
     return np.arange(automaton.letters.shape[-1])[None]
+
+  def closure(relation):  # the transitive closure of a boolean relation (Q, Q)
+    while not np.array_equal(grown := relation | (relation @ relation), relation):
+      relation = grown
+    return relation
+
   step = np.asarray(automaton.letters).sum(0) > 0                      # q -> r by a token
   num_states = step.shape[0]
-  inside = step[np.asarray(automaton.start).argmax()]
-  while not np.array_equal(grown := inside | step[inside].any(0), inside):
-    inside = grown
-  linked = (step | step.T) & inside[:, None] & inside[None, :]
-  blocks, unseen = [], set(np.flatnonzero(inside).tolist())
-  while unseen:
-    block, frontier = set(), [min(unseen)]
-    while frontier:
-      state = frontier.pop()
-      if state not in block:
-        block.add(state)
-        frontier += np.flatnonzero(linked[state]).tolist()
-    blocks.append(sorted(block))
-    unseen -= block
+  inside = closure(step)[np.asarray(automaton.start).argmax()]         # after >= 1 token
+  linked = closure((step | step.T | np.eye(num_states, dtype=bool)) & inside & inside[:, None])
+  blocks = [list(block) for block in dict.fromkeys(  # each component once, in state order
+      tuple(np.flatnonzero(row).tolist()) for row in linked[inside])]
   size = max(len(block) for block in blocks)
   return np.array([block + [num_states] * (size - len(block)) for block in blocks])
 
@@ -356,18 +352,6 @@ def moments(params, automaton: Automaton, law, *, step: float, left: float, widt
   # Every product runs along the quadrature nodes, the trailing axis N; the automaton's
   # constant matrices get a trailing axis of 1.
   dot = lengths_lib.batched_dot
-  starts = jnp.einsum("q,gqr->gr", automaton.start, letters)            # e L_g
-  start_ends = (starts @ ends)[..., None]                                 # e L_g ends (G, 2, 1)
-
-  # The block path's states after the first token, as m blocks of size K (one block of
-  # all Q states when the automaton is traced); index Q pads blocks with a weightless state.
-  blocks = inside_blocks(automaton)
-  padded = jnp.pad(letters, ((0, 0), (0, 1), (0, 1)))
-  block_constants = (  # per block: L_g (G, K, K), e L_g (G, K), L_g ends (G, K, 2)
-      padded[:, blocks[:, :, None], blocks[:, None, :]],
-      jnp.pad(starts, ((0, 0), (0, 1)))[:, blocks],
-      (padded @ jnp.pad(ends, ((0, 1), (0, 0))))[:, blocks])
-  block_constants = tuple(jnp.moveaxis(each, 1, 0) for each in block_constants)
 
   def block_series(block_letters, block_starts, block_ends, middle, first, last, q):
     """y(s) b(s) and its s-derivatives in one block (lengths.resolvent_series)."""
@@ -391,6 +375,16 @@ def moments(params, automaton: Automaton, law, *, step: float, left: float, widt
     a = e A, b = D ends and C the middle transfer matrix: lengths.resolvent_series,
     summed over inside_blocks, since C never leaves a block."""
     q = 1.0 - law.p
+    starts = jnp.einsum("q,gqr->gr", automaton.start, letters)          # e L_g
+    # The states after the first token, as m blocks of size K (one block of all Q states
+    # when the automaton is traced); index Q pads blocks with a weightless state.
+    blocks = inside_blocks(automaton)
+    padded = jnp.pad(letters, ((0, 0), (0, 1), (0, 1)))
+    block_constants = (  # per block: L_g (G, K, K), e L_g (G, K), L_g ends (G, K, 2)
+        padded[:, blocks[:, :, None], blocks[:, None, :]],
+        jnp.pad(starts, ((0, 0), (0, 1)))[:, blocks],
+        (padded @ jnp.pad(ends, ((0, 1), (0, 0))))[:, blocks])
+    block_constants = tuple(jnp.moveaxis(each, 1, 0) for each in block_constants)
     # Each array is split once (jnp.unstack), never indexed: reverse mode then stacks the
     # cotangents instead of padding each one with zeros.
     if layout.positions == "first_last":  # [middle, first, last, both], each (3, G, N)
@@ -399,7 +393,7 @@ def moments(params, automaton: Automaton, law, *, step: float, left: float, widt
     else:
       middle = first = last = both = weights
     mask = last_groups[:, None]
-    singles = jnp.unstack(dot(both * mask, start_ends))                  # e B_k ends (2, N)
+    singles = jnp.unstack(dot(both * mask, (starts @ ends)[..., None]))  # e B_k ends (2, N)
     many = jax.vmap(block_series, in_axes=(0, 0, 0, None, None, None, None))(
         *block_constants, middle, first, last * mask, q)
     return tuple(law.p * (one + q * each.sum(0)) for one, each in zip(singles, many))
