@@ -18,6 +18,10 @@ import tempfile
 
 import jax
 
+# Test modules mirror the package in subfolders (tests/risk/, tests/dynamics/, ...); the
+# helpers they share (enumeration.py) stay here, importable from every subfolder.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 
@@ -50,10 +54,10 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 # order, most tests first, started the one-test site build last and left a worker idle
 # for two minutes at the end. pyproject's addopts pass --no-loadscope-reorder to keep this.
 LONGEST_FIRST = ("test_docs.py", "test_sweep.py", "test_layouts.py", "test_table1.py",
-                 "test_experiments.py", "test_docstrings.py", "test_risk_routes.py",
-                 "test_scaling.py", "test_transfer_route.py", "test_transformer.py",
+                 "test_experiments.py", "test_docstrings.py", "test_routes.py",
+                 "test_scaling.py", "test_transfer.py", "test_transformer.py",
                  "test_regimes.py", "test_train.py", "test_readme.py",
-                 "test_regimes_binary.py", "test_slr_erf.py", "test_closed_form.py",
+                 "test_regimes_binary.py", "test_erf_slr.py", "test_closed_form.py",
                  "test_mutants.py")
 
 

@@ -1,6 +1,6 @@
 """Tests for blind spots a mutation study found (issue 17): each fails on a planted bug.
 
-The modules' own test files (tests/test_scaling.py, tests/test_sweep.py) belong to the
+The modules' own test files (tests/analysis/test_scaling.py, tests/sweep/test_sweep.py) belong to the
 finite-sample and sweep drivers; these tests check two helpers those drivers rely on.
 """
 

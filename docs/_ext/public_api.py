@@ -6,11 +6,11 @@ exactly what `automodule` with `:members:` documents. Its docstring must
   * cite docs/theory.md (a "§3a" or a "docs/theory.md section 3a"),
   * have `Args:` (or `Attributes:` for a class) when it takes arguments,
   * have `Returns:` (or `Yields:`) when it is a function that returns something,
-  * have an `Example:` with at least one `>>>` line (run by tests/test_docstrings.py).
+  * have an `Example:` with at least one `>>>` line (run by tests/project/test_docstrings.py).
 
 The Sphinx extension below warns (so `sphinx -W` fails the build) on any name that misses
 one of these, and on a lagjax module that no page of docs/api/ documents.
-tests/test_docstrings.py runs the same check and every example.
+tests/project/test_docstrings.py runs the same check and every example.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def output_phase(gram, target, beta0, eta, steps):
 
   See docs/theory.md §5 and §9d. Finite T: T steps of β ← β - η(H_N β - g_N), O(T d²) and no
   sample touched (cheaper than an eigendecomposition for T < d); T = ∞:
-  closed_form.output_gd's eigendecomposition. The two agree (tests/test_scaling.py).
+  closed_form.output_gd's eigendecomposition. The two agree (tests/analysis/test_scaling.py).
 
   Args:
     gram: H_N (d, d).

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT = 240
 
 
@@ -63,7 +63,7 @@ def test_metadata_says_when_how_and_from_what(outputs, name):
   """metadata.json of a finished run: the config with its hash, UTC start and finish, the
   command line, the git commit and whether the checkout was dirty, the versions (the sweep,
   the atlas, Table 1, the regimes and scaling binaries write it through the same
-  common.write_metadata; tests/test_sweep.py checks the sweep's)."""
+  common.write_metadata; tests/sweep/test_sweep.py checks the sweep's)."""
   code, text, workdir = outputs[name]
   assert code == 0, text
   with open(workdir / "metadata.json") as f:

@@ -20,7 +20,7 @@ from experiments import sweep as sweep_binary
 from experiments.configs import phase_diagram
 from lagjax import sweep
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 D = 6
 STEPS = 40
 

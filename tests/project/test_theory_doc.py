@@ -9,7 +9,7 @@ Pure text: no JAX, well under a second.
 import pathlib
 import re
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 THEORY = ROOT / "docs" / "theory.md"
 SCANNED_DIRS = ("lagjax", "experiments", "tests", "benchmarks", "docs")
 SCANNED_FILES = ("README.md", "BUILD_NOTES.md")

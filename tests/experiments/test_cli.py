@@ -10,7 +10,7 @@ import pytest
 from experiments import cli
 
 CONFIG = "experiments/configs/risk_at_zero.py"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize("argv, message", [

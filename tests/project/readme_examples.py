@@ -2,7 +2,7 @@
 
 A block that prints is followed, in the README, by a line `prints` and a plain ``` block
 with its output. The blocks run in order in one namespace, as a reader would paste them
-into one session. `python tests/readme_examples.py` prints what every block prints now,
+into one session. `python tests/project/readme_examples.py` prints what every block prints now,
 for updating the README after a deliberate change.
 """
 
@@ -12,7 +12,7 @@ import io
 import pathlib
 import re
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 BLOCK = re.compile(r"```python\n(?P<code>.*?)```\n(?:\nprints\n\n```\n(?P<out>.*?)```\n)?",
                    re.DOTALL)
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")

@@ -18,7 +18,7 @@ import pytest
 
 import lagjax
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "docs" / "_ext"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "docs" / "_ext"))
 import public_api  # noqa: E402
 
 MODULES = public_api.modules()

@@ -1,6 +1,6 @@
 """Every Python example of the README runs, and prints what the README says it prints.
 
-The blocks run in order in one namespace (tests/readme_examples.py). Numbers must agree
+The blocks run in order in one namespace (tests/project/readme_examples.py). Numbers must agree
 to 1e-9 relative, or to the rounding of the digits the README shows. The README's values
 are exact routes (quadrature error below 1e-12 relative, docs/theory.md, numerics) or
 sampled estimates with a fixed key; between machines and XLA settings they move only by

@@ -269,7 +269,7 @@ def test_binary_smoke(tmp_path):
           "--config.regime_eta_points=3", "--config.regime_max_steps=300",
           "--config.sample_d=(8,)", "--config.sample_c=(0.125,4.0)", "--config.num_seeds=4",
           "--config.bootstrap=100", "--config.error_samples=2000"]
-  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   done = subprocess.run(args, cwd=repo, env=dict(os.environ, JAX_PLATFORMS="cpu"),
                         capture_output=True, text=True, timeout=300)
   assert done.returncode == 0, done.stdout + done.stderr
