@@ -240,19 +240,6 @@ def check_pi(d: int, pi) -> tuple[float, ...]:
   return tuple(float(x) for x in pi)
 
 
-def check_length(length) -> lengths_lib.LengthLaw:
-  """A length law: a built-in one, or any object with the methods of lengths.REQUIRED (a law
-  of your own; the exact routes also call its pgf or matrix_pgf methods, see
-  lagjax/data/lengths.py)."""
-  missing = [name for name in lengths_lib.REQUIRED if not hasattr(length, name)]
-  if missing:
-    raise ValueError(
-        f"length must be a length law (lj.geometric, lj.fixed, lj.shifted_poisson, or an object "
-        f"with {', '.join(lengths_lib.REQUIRED)}); got {length!r}, which lacks "
-        f"{', '.join(missing)}.")
-  return length
-
-
 # The registry of families.
 
 LANGUAGES: dict[str, Callable[..., Language]] = {}

@@ -7,16 +7,22 @@ P(n > N). Laws are frozen dataclasses, so they are hashable and can be static
 arguments of jitted functions.
 
 A length law is a protocol, not a class: any object with `mean`, `log_pmf(n)`,
-`sample(key, shape)` and `tail(n_max)` (REQUIRED) is accepted where a language takes
-`length=`. The exact routes call more: `pgf`, `pgf_d1`, `pgf_d2` (Laplace, lattice) or
-`matrix_pgf_derivatives` (transfer, with `pgf_derivatives_by_jvp` as a ready default
-given `matrix_pgf`). `from_spec('fixed:20')` builds a built-in law from a config string.
+`sample(key, shape)` and `tail(n_max)` (REQUIRED) is accepted where a language or a task
+takes `length=`. Consumers ask for more by capability (CAPABILITIES), never by type:
+`check_law(law, consumer, needs)` raises one line naming the missing method and the
+consumer, `provides(law, capability)` asks for an optional one. The exact routes need
+`pgf` (Laplace, lattice) or `matrix_pgf` (transfer, with `pgf_derivatives_by_jvp` as a ready
+default given `matrix_pgf`); `geometric` laws (a `stop_probability`) take the transfer
+route's block path and stack in the atlas. `from_spec('fixed:20')` builds a built-in law
+from a config string. A new law is one class here (or in your own code) and, to be named
+in configs, an entry of LAWS.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Protocol
 
 import jax
 import jax.numpy as jnp
@@ -106,6 +112,15 @@ class Geometric:
     """P(n > n_max) = (1-p)^n_max."""
     return float(math.exp(n_max * math.log1p(-self.p)))
 
+  @property
+  def stop_probability(self):
+    """p: the law is geometric, so its matrix form is one resolvent (capability `geometric`)."""
+    return self.p
+
+  def truncation_length(self, tail_mass: float) -> int:
+    """The smallest N with (1-p)^N <= tail_mass: ⌈log ε / log(1-p)⌉."""
+    return max(1, math.ceil(math.log(tail_mass) / math.log1p(-self.p)))
+
 
 @dataclasses.dataclass(frozen=True)
 class Fixed:
@@ -168,6 +183,11 @@ class Fixed:
 
   def tail(self, n_max: int) -> float:
     return 1.0 if n_max < self.n0 else 0.0
+
+  def truncation_length(self, tail_mass: float) -> int:
+    """n0, for every tail_mass < 1."""
+    del tail_mass
+    return self.n0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,10 +270,110 @@ class ShiftedPoisson:
     return float(np.exp(log_terms).sum())
 
 
-LengthLaw = Geometric | Fixed | ShiftedPoisson
-# What every law must give (sampling, truncation, the mean); the exact routes also use
-# pgf, pgf_d1, pgf_d2 (Laplace, lattice) or matrix_pgf_derivatives (transfer).
+class LengthLaw(Protocol):
+  """What every length law gives (REQUIRED): sampling, truncation and the mean (§1).
+
+  Geometric, Fixed and ShiftedPoisson are the built-in ones; any object with these
+  members is a law. Consumers that need more ask by capability (check_law, provides).
+  """
+
+  @property
+  def mean(self) -> float: ...
+
+  def log_pmf(self, n): ...
+
+  def sample(self, key, shape): ...
+
+  def tail(self, n_max: int) -> float: ...
+
+
+# What every law must give (sampling, truncation, the mean).
 REQUIRED = ("mean", "log_pmf", "sample", "tail")
+
+# The capabilities a consumer may ask a law for, each by the members it needs.
+CAPABILITIES = {
+    "required": REQUIRED,                              # languages, tasks, the sampled route
+    "pgf": ("pgf", "pgf_d1", "pgf_d2"),                # the Laplace and lattice routes (§1c)
+    "matrix_pgf": ("matrix_pgf_derivatives",),         # the transfer route (§3d)
+    "geometric": ("stop_probability",),                # its block path, the atlas (§1c)
+    "truncation": ("truncation_length",),              # a closed-form truncation_length
+}
+
+BUILT_IN = "lj.geometric, lj.fixed, lj.shifted_poisson"
+
+
+def _missing(law, capability: str) -> list[str]:
+  if capability not in CAPABILITIES:
+    raise ValueError(f"unknown length-law capability {capability!r}; known capabilities: "
+                     f"{sorted(CAPABILITIES)}.")
+  return [name for name in CAPABILITIES[capability] if not hasattr(law, name)]
+
+
+def provides(law, capability: str) -> bool:
+  """Whether `law` has every member of `capability` (a key of CAPABILITIES), for consumers
+  with an optional faster path (§1c).
+
+  Args:
+    law: any object.
+    capability: a key of CAPABILITIES.
+
+  Returns:
+    True when the law has each member the capability names.
+
+  Raises:
+    ValueError: for an unknown capability.
+
+  Example:
+    >>> lj.lengths.provides(lj.geometric(0.1), "geometric")
+    True
+    >>> lj.lengths.provides(lj.fixed(3), "geometric"), lj.lengths.provides(lj.fixed(3), "pgf")
+    (False, True)
+  """
+  return not _missing(law, capability)
+
+
+def check_law(law, consumer: str, needs: tuple[str, ...] = ("required",), *,
+              field: str = "length"):
+  """`law` as given when it has what `consumer` needs; one line naming the missing members,
+  the capability and the consumer otherwise (the one length-law protocol check, §1).
+
+  Args:
+    law: the value given as a length law.
+    consumer: what needs it, as the message names it (e.g. "lj.occurrence").
+    needs: keys of CAPABILITIES; "required" (the members every law has) by default.
+    field: the option's name in the message.
+
+  Returns:
+    The law, unchanged.
+
+  Raises:
+    ValueError: naming the field, the members the law lacks and the consumer.
+
+  Example:
+    >>> lj.lengths.check_law(lj.fixed(3), "the transfer route", ("matrix_pgf",))
+    Fixed(n0=3)
+    >>> lj.lengths.check_law(10, "lj.tasks.make")
+    Traceback (most recent call last):
+    ...
+    ValueError: length must be a length law (...) for lj.tasks.make; got 10, which lacks mean, ...
+    >>> lj.lengths.check_law(lj.fixed(3), "the atlas", ("geometric",))
+    Traceback (most recent call last):
+    ...
+    ValueError: the atlas needs a geometric length law (...); got Fixed(n0=3), which lacks ...
+  """
+  for capability in needs:
+    missing = _missing(law, capability)
+    if not missing:
+      continue
+    if capability == "required":
+      raise ValueError(
+          f"{field} must be a length law ({BUILT_IN}, or an object with {', '.join(REQUIRED)}) "
+          f"for {consumer}; got {law!r}, which lacks {', '.join(missing)}.")
+    raise ValueError(
+        f"{consumer} needs a {capability} length law (with "
+        f"{', '.join(CAPABILITIES[capability])}); got {law!r}, which lacks "
+        f"{', '.join(missing)}.")
+  return law
 
 
 def batched_dot(a, b):
@@ -508,8 +628,9 @@ def shifted_poisson(lam: float) -> ShiftedPoisson:
 def truncation_length(law: LengthLaw, tail_mass: float, limit: int = 10**7) -> int:
   """Smallest N with P(n > N) <= tail_mass (§1).
 
-  ⌈log ε / log(1-p)⌉ for Geometric(p) and n0 for Fixed(n0); for other laws N is doubled
-  until the tail is small enough, then bisected.
+  The law's own closed form when it has one (capability `truncation`: ⌈log ε / log(1-p)⌉
+  for Geometric(p), n0 for Fixed(n0)); for other laws N is doubled until the tail is small
+  enough, then bisected.
 
   Args:
     law: a length law with tail(N).
@@ -531,10 +652,8 @@ def truncation_length(law: LengthLaw, tail_mass: float, limit: int = 10**7) -> i
   """
   tail_mass = validation.check_real("tail_mass", tail_mass, minimum=0.0, strict=True,
                                     maximum=1.0, strict_max=True)
-  if isinstance(law, Fixed):
-    return law.n0
-  if isinstance(law, Geometric):
-    return max(1, math.ceil(math.log(tail_mass) / math.log1p(-law.p)))
+  if provides(law, "truncation"):
+    return law.truncation_length(tail_mass)
   n = 1
   while law.tail(n) > tail_mass:
     n = n * 2

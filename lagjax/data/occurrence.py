@@ -180,7 +180,7 @@ def _make(kind: str, d, letters, pi, length) -> OccurrenceLanguage:
   letters = _check_letters(d, letters)
   pi = languages.check_pi(d, pi)
   length = balanced_geometric(kind, d, letters, pi) if length is None else length
-  return OccurrenceLanguage(kind, d, letters, pi, languages.check_length(length))
+  return OccurrenceLanguage(kind, d, letters, pi, lengths_lib.check_law(length, f"lj.{kind}"))
 
 
 def occurrence(d: int, letter: int = 0, *, pi=None, length=None) -> OccurrenceLanguage:

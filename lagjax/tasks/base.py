@@ -213,34 +213,6 @@ def count_form(task: Task, ends: bool = False) -> Task:
 # Option checks: each error names the field (integers and reals: lagjax.validation).
 
 
-def check_length(length) -> lengths_lib.LengthLaw:
-  """A task's length law L (docs/theory.md §1), checked.
-
-  Args:
-    length: the value given for a task's ``length`` option.
-
-  Returns:
-    The law as given, when it is a Geometric, Fixed or ShiftedPoisson.
-
-  Raises:
-    ValueError: naming the field, for anything else.
-
-  Example:
-    >>> lj.tasks.base.check_length(lj.geometric(0.5))
-    Geometric(p=0.5)
-    >>> lj.tasks.base.check_length(10)
-    Traceback (most recent call last):
-    ...
-    ValueError: length must be a length law (lj.geometric, lj.fixed, lj.shifted_poisson); got 10.
-  """
-  if not isinstance(length, lengths_lib.Geometric | lengths_lib.Fixed
-                    | lengths_lib.ShiftedPoisson):
-    raise ValueError(
-        f"length must be a length law (lj.geometric, lj.fixed, lj.shifted_poisson); "
-        f"got {length!r}.")
-  return length
-
-
 def check_max_len(max_len, length: lengths_lib.LengthLaw) -> int:
   """max_len as given (an integer >= 1 with P(n <= max_len) > 0), or the default for `length`:
   the smallest N with P(n > N) <= DEFAULT_TAIL (docs/theory.md §7).

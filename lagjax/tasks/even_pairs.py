@@ -63,7 +63,9 @@ def even_pairs_task(*, length=None, max_len=None, loss: str = "squared") -> base
     >>> lj.tasks.even_pairs.even_pairs_task().max_len  # 0.95^N <= 1e-3 under Geometric(0.05)
     135
   """
-  length = DEFAULT_LENGTH if length is None else base.check_length(length)
+  if length is None:
+    length = DEFAULT_LENGTH
+  length = lengths_lib.check_law(length, "the task 'even_pairs'")
   max_len = base.check_max_len(max_len, length)
   loss_fn, metric = base.classification_fns(loss)
   sample_lengths = base.truncated_length_sampler(length, max_len)

@@ -100,7 +100,9 @@ def icl_bigram_task(*, k: int = 50, length=None, max_len=None) -> base.Task:
     0.0
   """
   k = base.check_int("k", k, 2)
-  length = lengths_lib.Geometric(1.0 / (2 * k)) if length is None else base.check_length(length)
+  if length is None:
+    length = lengths_lib.Geometric(1.0 / (2 * k))
+  length = lengths_lib.check_law(length, "the task 'icl_bigram'")
   max_len = base.check_max_len(max_len, length)
   sample_lengths = base.truncated_length_sampler(length, max_len)
 

@@ -36,7 +36,7 @@ def _language_task(name: str, make_language, d, letters, pi, length, max_len,
   if any(a >= d for a in letters):
     raise ValueError(f"{field} must lie in {{0, …, {d - 1}}} (d = {d}); got {letters}.")
   if length is not None:
-    base.check_length(length)
+    lengths_lib.check_law(length, f"the task {name!r}")
   # Letters and π are checked first, under a placeholder law when the default is asked for.
   placeholder = lengths_lib.Geometric(0.5) if length is None else length
   lang = make_language(d, letters, pi=pi, length=placeholder)

@@ -74,7 +74,7 @@ def slr_task(*, m: int = 50, length=None, max_len=None, gamma: float = 1.0,
     True
   """
   m = base.check_int("m", m, 2)
-  length = DEFAULT_LENGTH if length is None else base.check_length(length)
+  length = DEFAULT_LENGTH if length is None else lengths_lib.check_law(length, "the task 'slr'")
   max_len = base.check_max_len(max_len, length)
   gamma = base.check_positive("gamma", gamma)
   noise_std = base.check_positive("noise_std", noise_std, allow_zero=True)
