@@ -1,15 +1,21 @@
-"""Shared pieces of the benchmark scripts: timing, machine line, status, formatting, CLI.
+"""Shared pieces of the benchmark scripts: timing, machine line, status, formatting, CLI,
+and the results file.
 
 Each script defines run(quick) -> dict (JSON-ready results) and table(results) -> str
-(the Markdown report), and calls main(run, table, __doc__, quick_help).
+(the Markdown report), and calls main(run, table, __doc__, quick_help). Every run rewrites
+its own section of benchmarks/RESULTS.md with its report (which starts with the machine
+line), the command, the date and the commit, unless given --no-record.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -108,20 +114,82 @@ def timing_table(rows, fmt=format_seconds) -> list[str]:
        for row in rows])
 
 
+RESULTS_PATH = Path(__file__).resolve().with_name("RESULTS.md")
+
+
+def section_markers(name: str) -> tuple[str, str]:
+  """The HTML comments that open and close benchmark `name`'s section of RESULTS.md."""
+  return f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+
+
+def git_commit() -> str:
+  """The checkout's short commit, with ' (dirty)' when tracked files differ from it."""
+  root = Path(__file__).resolve().parents[1]
+  try:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                             check=True, capture_output=True, text=True).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return "unknown"
+  return f"{commit} (dirty)" if changed else commit
+
+
+def benchmark_name(run) -> str:
+  """The benchmark module that defines `run` ('risk_bench'), also when run with python -m."""
+  module = sys.modules[run.__module__]
+  spec = getattr(module, "__spec__", None)
+  name = spec.name if spec is not None else Path(getattr(module, "__file__", "bench")).stem
+  return name.rpartition(".")[2]
+
+
+def write_section(name: str, command: str, report_text: str, path: Path = RESULTS_PATH,
+                  when: str | None = None, commit: str | None = None) -> None:
+  """Replaces benchmark `name`'s section of `path` with this run's report (appends it if the
+  file has none), leaving every other section as it is.
+
+  The section says which command wrote it, when (UTC) and at which commit; the report
+  carries the machine line. The file is replaced atomically.
+  """
+  when = when or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+  commit = commit or git_commit()
+  begin, end = section_markers(name)
+  section = "\n".join([begin, f"## {name}", "",
+                       f"Written by `{command}` on {when} at commit {commit}.", "",
+                       report_text.strip(), "", end])
+  text = path.read_text("utf-8") if path.exists() else "# Benchmark results\n"
+  if begin in text and end in text[text.index(begin):]:
+    start = text.index(begin)
+    stop = text.index(end, start) + len(end)
+    text = text[:start] + section + text[stop:]
+  else:
+    text = text.rstrip("\n") + "\n\n" + section + "\n"
+  temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+  temporary.write_text(text, "utf-8")
+  os.replace(temporary, path)
+
+
 def parser(doc: str, quick_help: str) -> argparse.ArgumentParser:
-  """The shared CLI (--quick, --json PATH), described by the first line of doc."""
+  """The shared CLI (--quick, --json PATH, --no-record), described by the first line of doc."""
   result = argparse.ArgumentParser(description=doc.splitlines()[0])
   result.add_argument("--quick", action="store_true", help=quick_help)
   result.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+  result.add_argument("--no-record", dest="record", action="store_false",
+                      help=f"do not rewrite this benchmark's section of {RESULTS_PATH.name}")
   return result
 
 
 def report(args: argparse.Namespace, run, table) -> dict:
-  """Runs run(args.quick), prints table(results), writes --json if given; returns results."""
+  """Runs run(args.quick), prints table(results), writes --json if given and, unless
+  --no-record, this benchmark's section of RESULTS.md; returns results."""
   results = run(args.quick)
-  print(table(results))
+  text = table(results)
+  print(text)
   if args.json:
     Path(args.json).write_text(json.dumps(results, indent=2))
+  if getattr(args, "record", True):
+    name = benchmark_name(run)
+    write_section(name, f"python -m benchmarks.{name}{' --quick' if args.quick else ''}", text)
   return results
 
 
