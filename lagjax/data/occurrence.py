@@ -20,14 +20,14 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax.data import languages
 from lagjax.data import lengths as lengths_lib
+from lagjax.data import protocol, registry
 
 KINDS = ("occurrence", "any_of", "all_of")
 
 
 @dataclasses.dataclass(frozen=True)
-class OccurrenceLanguage(languages.Language, languages.PresenceLabels):
+class OccurrenceLanguage(protocol.Language, protocol.PresenceLabels):
   """A language of the occurrence family with its token law π and length law (docs/theory.md
   §1, §1b): a Language that declares PresenceLabels.
 
@@ -90,7 +90,7 @@ class OccurrenceLanguage(languages.Language, languages.PresenceLabels):
     return np.array(coefs), np.stack(supports)
 
   def positive_rate(self) -> float:
-    return languages.presence_rate(self)
+    return protocol.presence_rate(self)
 
   def _label(self, present):
     positive = jnp.all(present, axis=-1) if self.kind == "all_of" else jnp.any(present, axis=-1)
@@ -147,9 +147,9 @@ def balanced_geometric(kind: str, d: int, letters, pi=None) -> lengths_lib.Geome
     >>> round(float(lj.all_of(4, (0, 1), length=law).positive_rate()), 6)
     0.5
   """
-  d = languages.check_alphabet(d)
+  d = protocol.check_alphabet(d)
   letters = _check_letters(d, letters)
-  pi = languages.check_pi(d, pi)
+  pi = protocol.check_pi(d, pi)
   if kind in ("occurrence", "any_of"):
     z = 1.0 - sum(pi[a] for a in letters)
     if z <= 0.5:
@@ -176,9 +176,9 @@ def balanced_geometric(kind: str, d: int, letters, pi=None) -> lengths_lib.Geome
 
 
 def _make(kind: str, d, letters, pi, length) -> OccurrenceLanguage:
-  d = languages.check_alphabet(d)
+  d = protocol.check_alphabet(d)
   letters = _check_letters(d, letters)
-  pi = languages.check_pi(d, pi)
+  pi = protocol.check_pi(d, pi)
   length = balanced_geometric(kind, d, letters, pi) if length is None else length
   return OccurrenceLanguage(kind, d, letters, pi, lengths_lib.check_law(length, f"lj.{kind}"))
 
@@ -254,9 +254,9 @@ def all_of(d: int, letters: Sequence[int], *, pi=None, length=None) -> Occurrenc
 
 
 # make(name, d, letters, ...) for every kind; occurrence takes the first letter.
-languages.register("occurrence", lambda d, letters=(0,), **options: occurrence(
+registry.register("occurrence", lambda d, letters=(0,), **options: occurrence(
     d, tuple(letters)[0], **options))
-languages.register("any_of", lambda d, letters=(0, 1), **options: any_of(d, letters, **options))
-languages.register("all_of", lambda d, letters=(0, 1), **options: all_of(d, letters, **options))
+registry.register("any_of", lambda d, letters=(0, 1), **options: any_of(d, letters, **options))
+registry.register("all_of", lambda d, letters=(0, 1), **options: all_of(d, letters, **options))
 
 __all__ = ["KINDS", "OccurrenceLanguage", "all_of", "any_of", "balanced_geometric", "occurrence"]

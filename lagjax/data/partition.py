@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from lagjax.data import languages
+from lagjax.data import protocol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +125,7 @@ def first_tokens(index: np.ndarray, num_groups: int) -> np.ndarray:
   return first
 
 
-def token_group_ids(lang: languages.Language) -> np.ndarray:
+def token_group_ids(lang: protocol.Language) -> np.ndarray:
   """Token group of every token (d,) for `of_language`, token groups numbered by their first token.
 
   Tokens share a token group when they have the same role (Language.token_roles) and
@@ -160,7 +160,7 @@ def token_group_ids(lang: languages.Language) -> np.ndarray:
   return rank[key]
 
 
-def of_language(lang: languages.Language) -> Partition:
+def of_language(lang: protocol.Language) -> Partition:
   """Coarsest partition into token groups that the language declares interchangeable.
 
   Tokens are merged when they have equal π and the same role (Language.token_roles:
@@ -182,7 +182,7 @@ def of_language(lang: languages.Language) -> Partition:
   return Partition(tuple(tuple(block.tolist()) for block in tokens))
 
 
-def of_params(lang: languages.Language, params) -> Partition:
+def of_params(lang: protocol.Language, params) -> Partition:
   """Coarsest refinement of `of_language(lang)` on which every per-token table is constant
   (α and β; the position tables and, under the last query, α's rows and columns too;
   docs/theory.md §1a, §3b).

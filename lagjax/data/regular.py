@@ -23,15 +23,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagjax import validation
-from lagjax.data import languages
 from lagjax.data import lengths as lengths_lib
+from lagjax.data import protocol
 
 DEFAULT_UNBALANCED_LENGTH = lengths_lib.Geometric(0.1)   # mean length 10
 BALANCE_SEARCH = np.geomspace(1e-6, 1.0 - 1e-9, 400)      # geometric p tried for balance
 
 
 @dataclasses.dataclass(frozen=True)
-class RegularLanguage(languages.Language, languages.AutomatonLabels):
+class RegularLanguage(protocol.Language, protocol.AutomatonLabels):
   """A regular language: a minimal complete DFA, a token law π and a length law
   (docs/theory.md §1c); a Language that declares AutomatonLabels. Build it with `regular`.
 
@@ -457,7 +457,7 @@ def regular(transitions, accepting, *, start: int = 0, pi=None, length=None,
   if start >= num_states:
     raise ValueError(f"start must be a state in {{0, …, {num_states - 1}}}; got {start}.")
   mask = _check_accepting(accepting, num_states)
-  pi = languages.check_pi(d, pi)
+  pi = protocol.check_pi(d, pi)
   table, mask = complete(table, mask)
   table, mask, start = minimize(*reachable(table, mask, start))
   automaton = (table, mask, start)

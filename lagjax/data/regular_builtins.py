@@ -19,7 +19,7 @@ The alphabet is {0, 1} unless a docstring says otherwise. Every factory takes pi
 length (keyword-only) and passes them to `regular.regular`; with length None a language
 that a geometric law can balance gets the balanced geometric law, the others get
 Geometric(0.1) (mean length 10), as each docstring says. Lengths start at 1, so the
-empty string never occurs. Each family is registered under its name (languages.make).
+empty string never occurs. Each family is registered under its name (lj.languages.make).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lagjax import validation
-from lagjax.data import languages, occurrence, regular
+from lagjax.data import occurrence, protocol, registry, regular
 
 # Minimal complete automata of the Tomita grammars: (transitions, accepting); -1 is a
 # missing transition (completed with a rejecting sink).
@@ -260,7 +260,7 @@ def mod_count(letter: int, m: int, r: int, d: int = 2, *, pi=None,
     >>> round(lang.positive_rate(), 6), round(11 / 21, 6)
     (0.52381, 0.52381)
   """
-  d = languages.check_alphabet(d)
+  d = protocol.check_alphabet(d)
   letter = _check_range("mod_count letter", letter, 0, d - 1)
   m = validation.check_int("mod_count m", m, 2)
   r = _check_range("mod_count r", r, 0, m - 1)
@@ -296,7 +296,7 @@ def contains(word: Sequence[int], d: int = 2, *, pi=None,
     >>> lang.describe(), round(lang.positive_rate(), 6)
     ('contains[word=(0, 1)](d=2, states=3)', 0.5)
   """
-  d = languages.check_alphabet(d)
+  d = protocol.check_alphabet(d)
   letters = tuple(word) if isinstance(word, Sequence) and not isinstance(word, str) else ()
   if not letters or not all(validation.is_int(x) and 0 <= x < d for x in letters):
     raise ValueError(f"contains word must be a non-empty sequence of letters in "
@@ -411,7 +411,7 @@ for _name, _factory in [
     ("dyck", dyck), ("cycle_navigation", cycle_navigation), ("mod_count", mod_count),
     ("contains", contains), ("occurrence_automaton", occurrence_automaton),
     ("any_of_automaton", any_of_automaton), ("all_of_automaton", all_of_automaton)]:
-  languages.register(_name, _factory)
+  registry.register(_name, _factory)
 
 __all__ = ["all_of_automaton", "any_of_automaton", "contains", "cycle_navigation", "dyck",
            "even_pairs", "first", "mod_count", "occurrence_automaton", "parity", "tomita"]

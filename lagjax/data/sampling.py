@@ -12,18 +12,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax.data import languages
 from lagjax.data import lengths as lengths_lib
+from lagjax.data import protocol
 
 
 def _check_count_labels(lang) -> None:
-  reason = languages.missing(lang, languages.PresenceLabels, "labels from token counts")
+  reason = protocol.missing(lang, protocol.PresenceLabels, "labels from token counts")
   if reason:
     raise ValueError(f"count-vector sampling needs labels that are a function of token counts: "
                      f"{reason}.")
 
 
-def sample_counts(key, lang: languages.Language, n_samples: int):
+def sample_counts(key, lang: protocol.Language, n_samples: int):
   """Token counts (N, d) and labels (N,) of N fresh strings (multinomial as chained binomials).
 
   Given n ~ L, c_σ ~ Binomial(n - Σ_{τ<σ} c_τ, π_σ / (1 - Σ_{τ<σ} π_τ)), the last letter
@@ -119,7 +119,7 @@ def _poisson_inverse_cdf(uniforms, rates, value_index, block: int):
   return jax.lax.while_loop(more, body, state)[1]
 
 
-def sample_counts_poisson(key, lang: languages.Language, n_samples: int,
+def sample_counts_poisson(key, lang: protocol.Language, n_samples: int,
                           block: int = POISSON_BLOCK):
   """Token counts (N, d) and labels (N,) of N fresh strings, without forming a string.
 
