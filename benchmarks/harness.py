@@ -143,7 +143,7 @@ def benchmark_name(run) -> str:
   return name.rpartition(".")[2]
 
 
-def write_section(name: str, command: str, report_text: str, path: Path = RESULTS_PATH,
+def write_section(name: str, command: str, report_text: str, path: Path | None = None,
                   when: str | None = None, commit: str | None = None) -> None:
   """Replaces benchmark `name`'s section of `path` with this run's report (appends it if the
   file has none), leaving every other section as it is.
@@ -151,6 +151,7 @@ def write_section(name: str, command: str, report_text: str, path: Path = RESULT
   The section says which command wrote it, when (UTC) and at which commit; the report
   carries the machine line. The file is replaced atomically.
   """
+  path = RESULTS_PATH if path is None else Path(path)
   when = when or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
   commit = commit or git_commit()
   begin, end = section_markers(name)
