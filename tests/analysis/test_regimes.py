@@ -21,6 +21,7 @@ import lagjax as lj
 from experiments import regimes_overlay
 from lagjax import closed_form, plans, regimes
 from lagjax.risk import error as error_lib
+from lagjax.risk import moments
 
 jax.config.update("jax_enable_x64", True)
 
@@ -283,3 +284,76 @@ def test_eta2_min_refuses_step_sizes_that_are_not_positive(regime, eta1):
                                        r"> 0; got \["):
     regime.eta2_min(np.asarray(eta1))
   assert np.isfinite(np.asarray(jax.jit(regime.eta2_min)(np.array([1.0])))).all()
+
+
+# --- blind spots of the issue-17 mutation campaign (docs/results/mutation/campaign.md)
+
+
+def test_steps_needed_when_the_limit_risk_is_far_above_zero():
+  """steps_needed is the first T with R_T - R_∞ <= ε, measured from the limit R_∞ even when
+  R_∞ is far above ε (η2 = 40: R_∞ ≈ 0.17 at ε = 0.01, asserted), so it is finite there
+  (54 steps) and R_T - R_∞ crosses ε between T - 1 and T. The risks are the closed-form
+  quadratic risks the route itself compares, so the comparison with ε is exact.
+  Kills: R_T + R_∞ > ε in _steps_needed (never true below ε there, so T = ∞)."""
+  lang, eps = lj.occurrence(20), 0.01
+  # float64 scalars, as eta2_min passes them to risk_of: one compiled risk_of for both.
+  eta1, eta2 = np.float64(20.0), np.float64(40.0)
+  regime = regimes.three_phase_regime(lang, eps)
+  limit = float(regime.risk_of(eta1, eta2))
+  steps = float(regime.steps_needed(eta1, eta2))
+  assert limit > 10 * eps and np.isfinite(steps) and steps > 1
+  at = float(regimes.three_phase_regime(lang, eps, steps=int(steps)).risk_of(eta1, eta2))
+  before = float(regimes.three_phase_regime(lang, eps, steps=int(steps) - 1).risk_of(eta1, eta2))
+  assert at - limit <= eps < before - limit
+
+
+def test_eta2_min_is_the_low_end_when_the_whole_scan_succeeds():
+  """η2_min(η1) by bisection is the smallest η2 of eta2_range with R_T <= ε: at T = 100,
+  η1 = 10, ε = 0.01 (d = 20) the T = ∞ law fails at finite T (the boundary is bisected),
+  and every η2 of [300, 3e4] succeeds (the boundary lies near 214), so η2_min is the low end
+  300 itself: exp(log 300), equal to 300 to a few ulp (rtol 1e-14).
+  Kills: exp(xs[1]) for the first scan point (300 · 100^(1/95) ≈ 314.8)."""
+  low, high = 300.0, 3e4
+  regime = regimes.three_phase_regime(lj.occurrence(20), 0.01, steps=100, eta2_range=(low, high))
+  law = np.float64(regimes.three_phase_regime(lj.occurrence(20), 0.01).eta2_min(10.0))
+  # float64 scalars, as eta2_min passes them to risk_of: one compiled risk_of for both.
+  assert float(regime.risk_of(np.float64(10.0), law * (1 + regimes.LAW_CHECK))) > 0.01  # bisected
+  # η2_min = 300 also shows that the whole scan succeeds: a failing first point would put
+  # the bisected root above 300, a failing later one would make η2_min NaN.
+  np.testing.assert_allclose(float(regime.eta2_min(10.0)), low, rtol=1e-14)
+
+
+def test_eta3_limit_is_two_over_the_top_scaled_eigenvalue_at_delta_eps():
+  """Regime.eta3_limit = 2/λ_max(D^{-1/2} H D^{-1/2}) at the boundary Δ = Δ_ε (docstring),
+  recomputed here from lj.risk.moments.moments_fn on the language's two token groups at
+  α = (Δ_ε on the letters, 0 elsewhere) (only score differences matter) and numpy's eigvalsh.
+  Both are exact quadratures (error < 1e-15) on different grids; an eigenvalue of a
+  well-conditioned 2 × 2 matrix: rtol 1e-10.
+  Kills: H taken at Δ_ε / direction (α = ±2Δ_ε instead of ±Δ_ε/2)."""
+  lang = lj.occurrence(20)
+  regime = regimes.three_phase_regime(lang, 0.01)
+  partition = lj.partition.of_language(lang)
+  letters = np.isin(np.arange(lang.d), lang.margin_letters())
+  alpha = partition.group(np.where(letters, regime.delta_eps, 0.0))
+  hessian, _ = jax.jit(moments.moments_fn(lang, partition))({"alpha": jnp.asarray(alpha)})
+  root = np.sqrt(partition.sizes)
+  top = np.linalg.eigvalsh(np.asarray(hessian) / root[:, None] / root[None, :])[-1]
+  np.testing.assert_allclose(regime.eta3_limit, 2.0 / top, rtol=1e-10)
+
+
+def test_limit_risk_is_the_least_squares_minimum():
+  """regimes.limit_risk(lang)(α) = min_β R(α, β) = ½ - ½ gᵀH⁻¹g for per-token α of any
+  leading shape (here (2, 2, d): the result is (2, 2)), against (H, g) from
+  lj.risk.moments.moments_fn and a numpy solve at d = 4. Both exact quadratures (< 1e-15)
+  on different grids, H well conditioned at these α: atol 1e-10.
+  Kills: alpha.reshape(-2, d) (jnp refuses a -2 dimension)."""
+  lang = lj.occurrence(4)
+  alpha = np.array([[[0.0, 0.0, 0.0, 0.0], [1.0, -0.5, 0.2, 0.3]],
+                    [[-1.0, 0.5, 0.0, 2.0], [0.3, 0.3, -0.7, 0.1]]])
+  got = np.asarray(regimes.limit_risk(lang)(alpha))
+  assert got.shape == (2, 2)
+  moments_of = jax.jit(moments.moments_fn(lang))
+  for index in np.ndindex(2, 2):
+    hessian, target = (np.asarray(x) for x in moments_of({"alpha": jnp.asarray(alpha[index])}))
+    expected = 0.5 - 0.5 * target @ np.linalg.solve(hessian, target)
+    assert abs(got[index] - expected) < 1e-10

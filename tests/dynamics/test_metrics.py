@@ -104,3 +104,59 @@ def test_run_lag_of_three_phase():
   np.testing.assert_array_equal(lag.r_alpha, [0, 0] + [1] * 7)
   assert int(lag.half_time_alpha) == 2
   assert float(lag.r_beta[0]) == 0.0 and float(lag.r_beta[1]) > 0
+
+
+# --- blind spots of the issue-17 mutation campaign (docs/results/mutation/campaign.md)
+
+
+def test_half_time_ratio_counts_a_half_time_of_one():
+  """The half-time ratio t_α / t_β is defined when both half-times are > 0, so a half-time
+  at step 1 counts (only -1, "never", and 0 are excluded). Exact: small integers.
+  Kills: the condition t_alpha > 1."""
+  alpha = jnp.array([[0.0], [1.0], [1.0], [1.0], [1.0]])  # r_α reaches 1/2 at step 1
+  beta = jnp.array([[0.0], [0.0], [0.1], [0.9], [1.0]])   # r_β reaches 1/2 at step 3
+  out = lj.metrics.lag_metrics(alpha, beta)
+  assert (int(out.half_time_alpha), int(out.half_time_beta)) == (1, 3)
+  assert float(out.half_time_ratio) == 1.0 / 3.0
+
+
+def test_first_step_at_most_counts_risk_equal_to_epsilon():
+  """τ_ε is the first record with risk <= ε (docstring): a record exactly at ε counts.
+  Exact: compared floats are the same literal. Kills: `risk < epsilon`."""
+  risk = jnp.array([0.5, 0.25, 0.125, 0.0625])
+  assert int(lj.metrics.first_step_at_most(risk, 0.25)) == 1
+  assert int(lj.metrics.first_step_at_most(risk, 0.01)) == -1
+
+
+def test_horizon_free_lag_by_hand():
+  """horizon_free_lag (docs/theory.md 6b) on a hand-worked record: τ_ε = 3; progress is
+  normalised by the move up to τ_ε and is 0 after it; the lag gap is the mean of r_β - r_α
+  over records 0…τ_ε: ((0-0) + (0-½) + (¼-1) + (1-1)) / 4 = -0.3125. Every value is a
+  dyadic fraction, so float64 is exact. Never reaching ε gives τ = -1, r ≡ 0 and a NaN gap.
+  Kills: the gap as the mean of r_β + r_α; first_step_at_most returning 1 for "never"."""
+  alpha = jnp.array([[0.0], [1.0], [2.0], [2.0], [5.0]])  # |α_t - α_0| = 0, 1, 2, 2, 5
+  beta = jnp.array([[0.0], [0.0], [1.0], [4.0], [4.0]])   # |β_t - β_0| = 0, 0, 1, 4, 4
+  risk = jnp.array([1.0, 0.5, 0.25, 0.0625, 0.03125])
+  out = lj.metrics.horizon_free_lag(alpha, beta, risk, 0.1)
+  assert int(out.tau_eps) == 3
+  np.testing.assert_array_equal(out.r_alpha, [0.0, 0.5, 1.0, 1.0, 0.0])
+  np.testing.assert_array_equal(out.r_beta, [0.0, 0.0, 0.25, 1.0, 0.0])
+  assert float(out.lag_gap) == -0.3125
+  assert (int(out.half_time_alpha), int(out.half_time_beta)) == (1, 3)
+  never = lj.metrics.horizon_free_lag(alpha, beta, risk, 0.01)
+  assert int(never.tau_eps) == -1 and np.isnan(float(never.lag_gap))
+  assert int(never.half_time_alpha) == int(never.half_time_beta) == -1
+  np.testing.assert_array_equal(never.r_alpha, 0.0)
+
+
+def test_horizon_free_lag_of_a_group_that_never_moves_is_zero():
+  """"A group that has not moved by τ_ε has r ≡ 0" (docstring): r_α ≡ 0 (not 0/0 = NaN) and
+  the gap is the mean of r_β alone, (0 + 0 + ¼ + 1) / 4 = 0.3125 (dyadic: exact); its
+  half-time is -1. Kills: `scale >= 0` in progress (divides 0 by 0)."""
+  alpha = jnp.zeros((5, 2))
+  beta = jnp.array([[0.0], [0.0], [1.0], [4.0], [4.0]])
+  risk = jnp.array([1.0, 0.5, 0.25, 0.0625, 0.03125])
+  out = lj.metrics.horizon_free_lag(alpha, beta, risk, 0.1)
+  np.testing.assert_array_equal(out.r_alpha, 0.0)
+  assert float(out.lag_gap) == 0.3125
+  assert int(out.half_time_alpha) == -1 and float(out.half_time_ratio) == -1.0

@@ -312,3 +312,52 @@ def test_empirical_stores_integer_sizes():
     with pytest.raises(ValueError, match=r"^Empirical batch_size must be None or an integer "
                                          r">= 1; got "):
       lj.plans.Empirical(5, batch_size=bad)
+
+
+# --- blind spots of the issue-17 mutation campaign (docs/results/mutation/campaign.md)
+
+
+def test_phase_index_clips_to_the_last_phase_and_skips_empty_slots():
+  """phase_index: the slot active at a global step, clipped to the last slot past the end;
+  zero-length slots are never active (docstring). Integer searchsorted: exact.
+  Kills: the clip at ends.shape[0] + 1 instead of - 1."""
+  lengths = np.array([2, 0, 3])
+  got = [int(lj.plans.phase_index(step, lengths)) for step in range(8)]
+  assert got == [0, 0, 2, 2, 2, 2, 2, 2]
+  plan = lj.plans.three_phase(0.1, 0.2, 0.3, 4)
+  assert [int(plan.phase_index(step)) for step in (0, 1, 2, 5, 6, 50)] == [0, 1, 2, 2, 2, 2]
+
+
+def test_empirical_accepts_one_sample():
+  """Empirical(n_samples) takes any integer N >= 1 (validation bound 1); 0 is refused.
+  Kills: the lower bound 2."""
+  assert lj.plans.Empirical(1).n_samples == 1
+  assert lj.plans.Empirical(1.0, batch_size=1).n_samples == 1
+  with pytest.raises(ValueError, match="n_samples"):
+    lj.plans.Empirical(0)
+
+
+def test_phase_default_step_size_is_one():
+  """Phase(group) without eta trains with η = 1 (the dataclass default, what a plan built
+  from bare phases runs with). Exact. Kills: the default 2.0."""
+  plan = lj.plans.custom([lj.plans.Phase("output", steps=2), lj.plans.Phase("both")])
+  np.testing.assert_array_equal(plan.etas, [1.0, 1.0])
+  assert float(plan.learning_rate()(0)) == 1.0
+
+
+def test_plan_padding_to_num_slots():
+  """Plan.slots / Plan.data pad a plan to num_slots >= #phases: exactly #phases slots is
+  allowed (no padding), 5 slots add 2 zero-length slots with η = 0 that train nothing, and
+  fewer slots than phases are refused. Exact: integers and the literal step sizes.
+  Kills: `num_slots <= len(plan.phases)` refusing a full plan; padding = num_slots +
+  #phases."""
+  plan = lj.plans.three_phase(0.1, 0.2, 0.3, 4)
+  assert len(plan.slots(3)) == 3
+  np.testing.assert_array_equal(plan.data(3).lengths, [1, 1, 4])
+  slots, data = plan.slots(5), plan.data(5)
+  assert len(slots) == 5 and slots[3] == slots[4] == slots[2]
+  np.testing.assert_array_equal(data.lengths, [1, 1, 4, 0, 0])
+  np.testing.assert_array_equal(data.etas, [0.1, 0.2, 0.3, 0.0, 0.0])
+  assert data.trains.shape == (5, 2) and not np.asarray(data.trains)[3:].any()
+  with pytest.raises(ValueError, match="num_slots"):
+    plan.slots(2)
