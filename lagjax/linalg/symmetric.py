@@ -6,7 +6,7 @@ independent operations concurrently) on a pool of two threads, both threads bloc
 the process hangs (BUILD_NOTES.md, "A deadlock in batched eigh"). The closed forms take
 eigendecompositions of small G × G Hessians and Gram matrices, batched under vmap, so
 they use `symmetric_eigh`: cyclic Jacobi rotations, a fixed number of sweeps, no LAPACK.
-The transfer route's resolvent avoids LAPACK the same way (lengths.left_solve).
+The transfer route's resolvent avoids LAPACK the same way (linalg.resolvent.left_solve).
 """
 
 from __future__ import annotations
