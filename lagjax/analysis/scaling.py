@@ -7,8 +7,10 @@ step evaluates the Laplace risk of docs/theory.md §3a and its gradient once, an
 steps with the per-token gradient (tied gradient / group size).
 
 `make_joint_gd` builds run(η) that stops at τ_ε (the first step with R(θ_t) <= ε,
-docs/theory.md §6b), at divergence, or at the step cap, and optionally records
-R(θ_t), α_t, β_t at every step so that half-times are exact steps. `outcome`
+docs/theory.md §6b), at divergence, or at the step cap, and returns the one run record,
+a Trajectory (lagjax/dynamics/trajectory.py), optionally recording R(θ_t), α_t, β_t at
+every step so that half-times are exact steps. It is a loop of its own beside
+runner.make_loop: docs/decisions/separate-joint-gd-loop.md says why. `outcome`
 sorts a run into the classes of the joint-GD regime diagram, `eta_max` finds by
 bisection the largest η that reaches ε within the cap, and `edge_of_stability`
 gives 2/λ_max of the Hessian at θ0 in the per-token metric, the classical
@@ -18,7 +20,6 @@ stability limit, for comparison.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,52 +30,11 @@ from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.dynamics import runner
+from lagjax.dynamics.trajectory import Trajectory
 from lagjax.models import direct
 
 CHUNK = 512
 OUTCOMES = ("reaches", "trapped_reversed", "stalled", "diverged")
-
-
-class JointRun(NamedTuple):
-  """One run of exact tied joint GD from θ0 = 0 (docs/theory.md §9a; grouped parameters).
-
-  Parameters are tied on the G token groups of partition.of_language (§3b) and stepped
-  with the per-token gradient; G = 2 for occurrence and OR, 3 for AND.
-
-  Attributes:
-    tau_eps: first step t with R(θ_t) <= ε, -1 if none before the stop.
-    diverged: whether a step produced a non-finite or huge risk or parameters;
-      diverged_step: the step t at which (-1 if not).
-    steps_run: the last step t whose state was evaluated (the run stops at τ_ε,
-      divergence or the cap).
-    risk: R at that last state; alpha, beta: that state (G,); margin: the attention
-      margin min_{a∈L} α_a - max_{σ∉L} α_σ there (models.direct.attention_margin;
-      < 0: attention reversed).
-    record_risk, record_alpha, record_beta: R(θ_t), α_t, β_t for t = 0…max_steps
-      (NaN after the stop), or None when the run does not record.
-
-  Example:
-    >>> run = jax.jit(lj.scaling.make_joint_gd(lj.occurrence(4), epsilon=0.1, max_steps=20))
-    >>> result = run(1.0)
-    >>> int(result.tau_eps), bool(result.diverged), int(result.steps_run)
-    (12, False, 12)
-    >>> float(result.record_risk[0]), result.record_alpha.shape   # R(θ0) = ½; G = 2 groups
-    (0.5, (21, 2))
-    >>> bool(jnp.isnan(result.record_risk[13]))   # no state after the stop at τ_ε
-    True
-  """
-
-  tau_eps: jax.Array
-  diverged: jax.Array
-  diverged_step: jax.Array
-  steps_run: jax.Array
-  risk: jax.Array
-  alpha: jax.Array
-  beta: jax.Array
-  margin: jax.Array
-  record_risk: jax.Array | None = None
-  record_alpha: jax.Array | None = None
-  record_beta: jax.Array | None = None
 
 
 def check_language(lang) -> languages.Language:
@@ -111,11 +71,12 @@ def check_language(lang) -> languages.Language:
 def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
                   record: bool = True, stop_at_epsilon: bool = True, chunk: int = CHUNK,
                   max_risk: float = runner.MAX_VALUE):
-  """Builds run(η) -> JointRun: exact joint GD from θ0 = 0 until τ_ε, divergence or the cap.
+  """Builds run(η) -> Trajectory: exact joint GD from θ0 = 0 until τ_ε, divergence or the cap.
 
   A walk in 2G numbers on the tied token groups (docs/theory.md §9a), each step one
   evaluation of the Laplace risk (§3a) and its gradient, with the divergence rule of §5
-  and τ_ε of §6b.
+  and τ_ε of §6b. Parameters are tied on the G token groups of partition.of_language
+  (§3b; G = 2 for occurrence and OR, 3 for AND) and stepped with the per-token gradient.
 
   Args:
     lang: an occurrence-family language with uniform π.
@@ -129,14 +90,32 @@ def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
     max_risk: a risk above this marks the run diverged.
 
   Returns:
-    run(eta, cap=max_steps), jittable and vmappable over η; one compiled function
-    serves every η and every cap <= max_steps.
+    run(eta, cap=max_steps) -> Trajectory, jittable and vmappable over η; one compiled
+    function serves every η and every cap <= max_steps. On the token groups (partition),
+    with params the last state evaluated and
+    steps, risk, alpha, beta: with `record`, t = 0…max_steps and R(θ_t), α_t, β_t (NaN
+      after the stop); without, the stop state alone (steps = (steps_run,));
+    summary: tau_eps, the first step t with R(θ_t) <= ε (-1 if none before the stop);
+      steps_run, the last step whose state was evaluated (the run stops at τ_ε,
+      divergence or the cap); final_risk, R there; margin, the attention margin
+      min_{a∈L} α_a - max_{σ∉L} α_σ there (models.direct.attention_margin; < 0:
+      attention reversed).
 
   Example:
+    >>> run = jax.jit(lj.scaling.make_joint_gd(lj.occurrence(4), epsilon=0.1, max_steps=20))
+    >>> result = run(1.0)
+    >>> result
+    Trajectory: 21 records, steps 0…20, not diverged
+      risk 0.5 → nan; alpha (21, 2), beta (21, 2) on 2 token groups
+      summary: final_risk, margin, steps_run, tau_eps
+    >>> int(result.tau_eps), bool(result.diverged), int(result.steps_run)
+    (12, False, 12)
+    >>> float(result.risk[0]), bool(jnp.isnan(result.risk[13]))  # R(θ0) = ½; none after τ_ε
+    (0.5, True)
     >>> run = jax.jit(lj.scaling.make_joint_gd(lj.occurrence(4), epsilon=0.1, max_steps=50,
     ...                                        record=False))
     >>> result = run(1.0, 50)
-    >>> int(result.tau_eps), result.alpha.shape   # α: one number per token group
+    >>> int(result.tau_eps), result.params["alpha"].shape   # α: one number per token group
     (12, (2,))
     >>> capped = run(1.0, 5)                      # the same compiled run, capped at 5 steps
     >>> int(capped.tau_eps), int(capped.steps_run)
@@ -203,36 +182,45 @@ def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
                jnp.full((length, groups), jnp.nan)) if record else ()
     _, carry, buffers = jax.lax.while_loop(cond, body, (jnp.asarray(0), carry, buffers))
     params, risk, tau, diverged, diverged_step, last = carry
-    records = tuple(b[:max_steps + 1] for b in buffers) if record else (None, None, None)
-    return JointRun(tau, diverged, diverged_step, last, risk, params["alpha"], params["beta"],
-                    margin(params["alpha"]), *records)
+    if record:
+      steps = jnp.arange(max_steps + 1)
+      risks, alphas, betas = (b[:max_steps + 1] for b in buffers)
+    else:
+      steps, risks, alphas, betas = (x[None] for x in (last, risk, params["alpha"],
+                                                      params["beta"]))
+    return Trajectory(params=params, steps=steps, risk=risks, alpha=alphas, beta=betas,
+                      diverged=diverged, diverged_step=diverged_step,
+                      summary={"tau_eps": tau, "steps_run": last, "final_risk": risk,
+                               "margin": margin(params["alpha"])},
+                      partition=partition)
 
   return run
 
 
-def outcome(run: JointRun) -> jax.Array:
+def outcome(run: Trajectory) -> jax.Array:
   """The outcome class of a joint-GD run (docs/theory.md §9a), as an index into OUTCOMES.
 
   reaches ε (τ_ε ≥ 0); trapped with attention reversed (margin < 0); stalled otherwise
   (at the cap); diverged. Divergence is checked after reaching ε, then before the margin.
 
   Args:
-    run: a JointRun (or a batch of them, from a vmapped run).
+    run: a make_joint_gd run (or a batch of them, from a vmapped run): its tau_eps,
+      diverged and margin.
 
   Returns:
     An int array of the shape of run.tau_eps: 0 reaches, 1 trapped_reversed, 2 stalled,
     3 diverged.
 
   Example:
-    >>> fields = dict(diverged_step=-1, steps_run=100, risk=0.45, alpha=jnp.zeros(2),
-    ...               beta=jnp.zeros(2))
-    >>> trapped = lj.scaling.JointRun(tau_eps=-1, diverged=False, margin=-0.3, **fields)
-    >>> lj.scaling.OUTCOMES[int(lj.scaling.outcome(trapped))]
-    'trapped_reversed'
-    >>> others = [trapped._replace(tau_eps=7), trapped._replace(margin=0.2),
-    ...           trapped._replace(diverged=True)]
-    >>> [lj.scaling.OUTCOMES[int(lj.scaling.outcome(run))] for run in others]
-    ['reaches', 'stalled', 'diverged']
+    >>> def stop_state(tau_eps=-1, diverged=False, margin=-0.3):  # as run(η) reports it
+    ...   return lj.Trajectory(params={}, steps=jnp.array([100]), risk=jnp.array([0.45]),
+    ...                        alpha=jnp.zeros((1, 2)), beta=jnp.zeros((1, 2)),
+    ...                        diverged=diverged, diverged_step=-1,
+    ...                        summary={"tau_eps": tau_eps, "margin": margin})
+    >>> runs = [stop_state(), stop_state(tau_eps=7), stop_state(margin=0.2),
+    ...         stop_state(diverged=True)]
+    >>> [lj.scaling.OUTCOMES[int(lj.scaling.outcome(run))] for run in runs]
+    ['trapped_reversed', 'reaches', 'stalled', 'diverged']
   """
   return jnp.where(run.tau_eps >= 0, 0, jnp.where(run.diverged, 3, jnp.where(
       run.margin < 0, 1, 2)))
@@ -280,7 +268,7 @@ def eta_max(run, start: float, *, iterations: int = 12, max_expansions: int = 5)
   the regime diagram shows the whole η axis.
 
   Args:
-    run: η -> JointRun, e.g. a jitted make_joint_gd run with its cap fixed.
+    run: η -> Trajectory, e.g. a jitted make_joint_gd run with its cap fixed.
     start: first η tried (e.g. a fraction of edge_of_stability).
     iterations: bisection steps; the bracket ratio shrinks to 2^(2^-iterations).
     max_expansions: most halvings or doublings of the bracket.

@@ -2,19 +2,19 @@
 
 - `plans`: phases, plans as data, the registry of named plans;
 - `runner`: the one training loop (divergence rule, record grids);
-- `trajectory`: what every engine returns, on token groups;
+- `trajectory`: the one run record every engine returns (`Trajectory`);
 - `train`: plans on a language with exact population or empirical gradients;
 - `closed_form`: output phases in closed form, O(1)-in-T plans;
 - `engines`: the engine contract (supports, build) over closed_form and train;
 - `task_train`: plans on sampled tasks;
-- `erf_slr`: exact projected GD of the erf SLR model (section 7b);
+- `erf_train`: exact projected GD of the erf SLR model (section 7b);
 - `metrics`: attention-lag metrics of a trajectory (section 6).
 """
 
 from lagjax.dynamics import (
     closed_form,
     engines,
-    erf_slr,
+    erf_train,
     metrics,
     plans,
     runner,
@@ -23,5 +23,5 @@ from lagjax.dynamics import (
     trajectory,
 )
 
-__all__ = ["closed_form", "engines", "erf_slr", "metrics", "plans", "runner", "task_train",
+__all__ = ["closed_form", "engines", "erf_train", "metrics", "plans", "runner", "task_train",
            "train", "trajectory"]

@@ -624,9 +624,10 @@ def make_trajectory(lang: languages.Language, plan: plans.Plan, *, num_records: 
                "beta": jnp.where(after[:, None], frozen_beta, records["beta"])}
     final = unstack(unstack(params, "alpha", records["alpha"][-1]), "beta",
                     records["beta"][-1])
-    return trajectory_lib.Trajectory(final, jnp.asarray(steps), records["risk"],
-                                     records["alpha"], records["beta"], diverged, diverged_step,
-                                     partition, cls)
+    return trajectory_lib.Trajectory(
+        params=final, steps=jnp.asarray(steps), risk=records["risk"], alpha=records["alpha"],
+        beta=records["beta"], diverged=diverged, diverged_step=diverged_step,
+        partition=partition, cls=cls)
 
   # Jitted here, so that a caller who evaluates it eagerly (engines.build's evaluate) runs
   # one compiled program, not some 400 operations dispatched one by one and each compiled

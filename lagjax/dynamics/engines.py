@@ -111,8 +111,11 @@ def _build_steps(lang, plan, loss, route, num_records, max_risk):
     run = run_plan(theta0, key, plan.data(etas=etas))
     grouped = dict(run.params, alpha=partition.group(run.params["alpha"]),
                    beta=partition.group(run.params["beta"]))
-    return Trajectory(grouped, run.steps, run.risk, partition.group(run.alpha),
-                      partition.group(run.beta), run.diverged, run.diverged_step, partition)
+    # On the token groups, with the fields the closed form gives (no 0-1 error or margin).
+    return Trajectory(params=grouped, steps=run.steps, risk=run.risk,
+                      alpha=partition.group(run.alpha), beta=partition.group(run.beta),
+                      diverged=run.diverged, diverged_step=run.diverged_step,
+                      partition=partition)
 
   return evaluate, partition
 

@@ -2,57 +2,27 @@
 
 `train_erf` runs any plan through the one training loop (lagjax.dynamics.runner) on
 the exact population objective of lagjax.risk.erf_slr, keeping k and v on the unit
-sphere (lagjax.models.erf_slr); `ErfRun` holds its records.
+sphere (lagjax.models.erf_slr). Its run is the one run record, a Trajectory
+(lagjax/dynamics/trajectory.py), with k as the attention group and v as the output group.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from lagjax import models
 from lagjax.dynamics import runner
+from lagjax.dynamics.trajectory import Trajectory
 from lagjax.models import erf_slr
 from lagjax.risk import erf_slr as erf_risk
 from lagjax.tasks import base
 
 
-class ErfRun(NamedTuple):
-  """Exact projected GD of the erf model: records at `steps` (each (R, ...)); what
-  `train_erf` returns (docs/theory.md §7b).
-
-  Attributes:
-    params: the final {"k": (m,), "v": (m,)}, unit vectors.
-    steps: (R,) recorded global steps.
-    risk: (R,) the exact risk E[(T - y)²] (no ½; the noise σ² included).
-    k: (R, m) the attention direction k.
-    v: (R, m) the output direction v.
-    k_overlap: (R,) ⟨k, k*⟩.
-    v_overlap: (R,) ⟨v, v*⟩.
-    diverged: whether the run diverged (§5).
-    diverged_step: the step at which it diverged (-1 if not).
-
-  Example:
-    >>> lj.dynamics.erf_slr.ErfRun._fields[:3]
-    ('params', 'steps', 'risk')
-  """
-
-  params: dict            # final {"k", "v"}
-  steps: jax.Array
-  risk: jax.Array         # E[(T - y)²], exact
-  k: jax.Array            # (R, m)
-  v: jax.Array            # (R, m)
-  k_overlap: jax.Array    # ⟨k, k*⟩
-  v_overlap: jax.Array    # ⟨v, v*⟩
-  diverged: jax.Array
-  diverged_step: jax.Array
-
-
 def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
-              riemannian: bool = True, max_risk: float = runner.MAX_VALUE) -> ErfRun:
+              riemannian: bool = True, max_risk: float = runner.MAX_VALUE) -> Trajectory:
   """Runs `plan` on the erf model with exact population gradients (docs/theory.md §7b).
 
   Projected GD on the sphere through the one training loop (lagjax.dynamics.runner): each step
@@ -69,18 +39,21 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
     max_risk: a risk above this marks the run diverged.
 
   Returns:
-    An ErfRun with records at every record_every steps and at the end.
+    A Trajectory with records at every record_every steps and at the end: risk (R,) the
+    exact risk E[(T - y)²] (no ½; the noise σ² included), alpha (R, m) the attention
+    direction k, beta (R, m) the output direction v, records k_overlap ⟨k, k*⟩ and
+    v_overlap ⟨v, v*⟩ (R,); params the final {"k", "v"}, unit vectors.
 
   Example:
     >>> task = lj.tasks.get_task("slr", m=3)  # Fixed(10) lengths, γ = 1, σ = 0.1
     >>> start = {"k": jnp.array([1.0, 0.0, 0.0]), "v": jnp.array([0.0, 1.0, 0.0])}
     >>> plan = lj.plans.three_phase(0.01, 0.01, 0.01, 1)
-    >>> run = lj.dynamics.erf_slr.train_erf(task, plan, 1.0, start)
+    >>> run = lj.dynamics.erf_train.train_erf(task, plan, 1.0, start)
     >>> run.steps.tolist()
     [0, 1, 2, 3]
-    >>> np.round(np.linalg.norm(np.asarray(run.k), axis=-1), 12).tolist()  # on the sphere
+    >>> np.round(np.linalg.norm(np.asarray(run.alpha), axis=-1), 12).tolist()  # on the sphere
     [1.0, 1.0, 1.0, 1.0]
-    >>> bool(jnp.all(run.k[1] == run.k[0]))  # the first step trains v only
+    >>> bool(jnp.all(run.alpha[1] == run.alpha[0]))  # the first step trains v only
     True
     >>> bool(jnp.all(jnp.diff(run.risk) < 0))
     True
@@ -97,7 +70,8 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
     return value, erf_slr.tangent_gradients(params, grads) if riemannian else grads
 
   def record(params):
-    return {"risk": risk(params["k"], params["v"], lam), "k": params["k"], "v": params["v"],
+    return {"risk": risk(params["k"], params["v"], lam), "alpha": params["k"],
+            "beta": params["v"],
             "k_overlap": params["k"] @ k_star, "v_overlap": params["v"] @ v_star}
 
   loop = runner.make_loop(plan.slots(), functools.partial(models.group_labels,
@@ -105,7 +79,4 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
                             lambda key: step_objective, record,
                             num_steps=plan.total_steps, record_every=record_every,
                             max_value=max_risk, constrain=erf_slr.project_to_sphere)
-  trace = jax.jit(loop)(params0, jax.random.key(0), plan.data())
-  records = trace.records
-  return ErfRun(trace.params, records["steps"], records["risk"], records["k"], records["v"],
-                records["k_overlap"], records["v_overlap"], trace.diverged, trace.diverged_step)
+  return jax.jit(loop)(params0, jax.random.key(0), plan.data())

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 class LagMetrics(NamedTuple):
@@ -40,6 +42,8 @@ class LagMetrics(NamedTuple):
     >>> lag = lj.metrics.lag_metrics(jnp.zeros((3, 2)), jnp.ones((3, 2)))  # nothing moves
     >>> lag.r_alpha.tolist(), int(lag.half_time_alpha), float(lag.half_time_ratio)
     ([0.0, 0.0, 0.0], -1, -1.0)
+    >>> lag  # the scalars, and the shapes of the curves
+    LagMetrics(lag_gap=0, half_time_alpha=-1, half_time_beta=-1, half_time_ratio=-1, r_α/r_β (3,))
   """
 
   r_alpha: jnp.ndarray
@@ -48,6 +52,21 @@ class LagMetrics(NamedTuple):
   half_time_alpha: jnp.ndarray
   half_time_beta: jnp.ndarray
   half_time_ratio: jnp.ndarray
+
+  def __repr__(self) -> str:
+    return _short_repr(self)
+
+
+def _short_repr(lag) -> str:
+  """One line: the scalar metrics (their shapes under vmap), and the curves' shape."""
+  def scalar(value):
+    if np.ndim(value) or isinstance(value, jax.core.Tracer):
+      return f"{tuple(np.shape(value))}"
+    return f"{float(value):.6g}"
+
+  scalars = ", ".join(f"{name}={scalar(getattr(lag, name))}" for name in lag._fields
+                      if name not in ("r_alpha", "r_beta"))
+  return f"{type(lag).__name__}({scalars}, r_α/r_β {tuple(np.shape(lag.r_alpha))})"
 
 
 def relative_progress(trajectory) -> jnp.ndarray:
@@ -135,6 +154,7 @@ def _half_times(r_alpha, r_beta, steps):
 # LagMetrics and τ_ε; -1 where undefined.
 HorizonFreeLag = NamedTuple("HorizonFreeLag",
                             [*LagMetrics.__annotations__.items(), ("tau_eps", jnp.ndarray)])
+HorizonFreeLag.__repr__ = _short_repr
 HorizonFreeLag.__doc__ = """The horizon-free lag metrics of docs/theory.md §6b (`horizon_free_lag`).
 
 The fields of `LagMetrics`, with progress measured against the state at τ_ε, and τ_ε.

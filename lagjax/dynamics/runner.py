@@ -1,11 +1,11 @@
 """The one training loop of lagjax (docs/theory.md section 5).
 
 `make_loop` turns a plan's static slots, an objective and a record function
-into run(params0, key, data) -> Trace: the whole plan in one `lax.scan`,
-compiled once per slot structure and total number of steps (it fixes the record
-grid), with the plan's arrays (`PlanData`: phase lengths, step sizes, trained groups)
-as traced arguments. So one compilation serves every step size, split of the steps
-into phases and named plan that share the slots and the total, and
+into run(params0, key, data) -> Trajectory (lagjax/dynamics/trajectory.py): the whole
+plan in one `lax.scan`, compiled once per slot structure and total number of steps
+(it fixes the record grid), with the plan's arrays (`PlanData`: phase lengths, step
+sizes, trained groups) as traced arguments. So one compilation serves every step size,
+split of the steps into phases and named plan that share the slots and the total, and
 `vmap` over (key, data) runs seeds and step-size grids together.
 
 What differs between callers is passed in, never branched on here:
@@ -16,7 +16,9 @@ What differs between callers is passed in, never branched on here:
   lj.train, the fresh-minibatch loss of task training, a KQV parameter map in
   front of either);
 - record(params) -> dict of arrays, taken on the record grid (every `record_every`
-  steps and at the end, or any `record_steps`; the runner adds the step);
+  steps and at the end, or any `record_steps`; the runner adds the step): "risk",
+  "alpha" and "beta" fill the Trajectory's fields of those names, the others its
+  `records`;
 - constrain(params) -> params, applied after each update (projected GD).
 
 Divergence: a step whose objective is not finite or exceeds `max_value`, or
@@ -29,7 +31,6 @@ to the exact states between their records (`locate_divergence`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,6 +39,7 @@ import optax
 
 from lagjax import validation
 from lagjax.dynamics import plans
+from lagjax.dynamics.trajectory import Trajectory
 
 # The divergence cap (docs/theory.md §5): a step whose objective exceeds it is not taken.
 MAX_VALUE = 1e8
@@ -72,38 +74,6 @@ def check_run_options(plan, record_every, max_risk) -> tuple[int, float]:
   if isinstance(max_risk, bool) or not cap > 0:
     raise ValueError(f"max_risk must be a real > 0 (inf: no cap); got {max_risk!r}.")
   return record_every, cap
-
-
-class Trace(NamedTuple):
-  """A run of the loop (§5): final parameters, records (each (R, ...)), divergence.
-
-  Attributes:
-    params: the final parameters θ_T, or θ_t of the step t at which the run diverged.
-    records: the record function's arrays, each (R, ...), and "steps" (R,), the step of
-      each record (the state after that many steps).
-    diverged: whether a step broke the divergence rule (scalar bool).
-    diverged_step: the first such step t, or -1.
-
-  Example:
-    >>> # GD with η = 3 on R(β) = ½‖β - 1‖², β ∈ R²: β_t - 1 = -(-2)^t, R(θ_t) = 4^t.
-    >>> labels = lambda p: lj.models.group_labels(lj.models.direct.GROUPS, p)
-    >>> risk = lambda p: 0.5 * jnp.sum((p["beta"] - 1.0) ** 2)
-    >>> objective = lambda key: lambda p, t, phase: jax.value_and_grad(risk)(p)
-    >>> plan = lj.plans.output_only(3.0, 3)
-    >>> run = lj.runner.make_loop(plan.slots(), labels, objective, lambda p: {}, num_steps=3,
-    ...                           max_value=10.0)
-    >>> trace = run({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)}, jax.random.key(0), plan.data())
-    >>> # R(θ_2) = 16 > 10: step 2 is not taken and the run stays at θ_2.
-    >>> bool(trace.diverged), int(trace.diverged_step), trace.params["beta"].tolist()
-    (True, 2, [-3.0, -3.0])
-    >>> trace.records["steps"].tolist()
-    [0, 1, 2, 3]
-  """
-
-  params: dict
-  records: dict
-  diverged: jax.Array
-  diverged_step: jax.Array
 
 
 def step_is_finite(value, max_value, new_params):
@@ -300,7 +270,7 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
               record: Callable, *, num_steps: int, record_every: int = 1, record_steps=None,
               max_value: float = MAX_VALUE, constrain: Callable | None = None,
               always_step: bool = False) -> Callable:
-  """The one training loop of §5: builds run(params0, key, data) -> Trace.
+  """The one training loop of §5: builds run(params0, key, data) -> Trajectory.
 
   run is not jitted: jit or vmap it (over keys and stacked PlanData for seeds and grids).
 
@@ -308,7 +278,8 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
     slots: the plan's static slots (plans.Plan.slots(num_slots)).
     labels: params -> {name: "attention" | "output"}, the model's declared groups.
     objective: key -> (params, step, phase) -> (value, grads).
-    record: params -> dict of arrays.
+    record: params -> dict of arrays: "risk", "alpha" and "beta" become the Trajectory's
+      fields of those names (None when absent), the others its `records`.
     num_steps: length of the scan; the plan's own total Σ data.lengths may be shorter
       (the remaining steps are skipped), never longer.
     record_every: record every this many steps (and at the end).
@@ -323,22 +294,34 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
       (task_train.make_grid_runner: one minibatch per key and step for all its plans).
 
   Returns:
-    run(params0, key, data) -> Trace, the whole plan in one lax.scan with the plan's arrays
-    (data, a PlanData) traced, so one compilation serves every step size and phase length.
+    run(params0, key, data) -> Trajectory, the whole plan in one lax.scan with the plan's
+    arrays (data, a PlanData) traced, so one compilation serves every step size and phase
+    length.
 
   Example:
     >>> # Output GD with η = 1/2 on R(β) = ½‖β - 1‖² from β = 0: β_t = 1 - 2^-t.
     >>> labels = lambda p: lj.models.group_labels(lj.models.direct.GROUPS, p)
     >>> risk = lambda p: 0.5 * jnp.sum((p["beta"] - 1.0) ** 2)
     >>> objective = lambda key: lambda p, t, phase: jax.value_and_grad(risk)(p)
-    >>> record = lambda p: {"beta": p["beta"][0]}
+    >>> record = lambda p: {"risk": risk(p), "beta": p["beta"][0], "beta_sum": p["beta"].sum()}
     >>> plan = lj.plans.output_only(0.5, 3)
     >>> run = lj.runner.make_loop(plan.slots(), labels, objective, record, num_steps=3)
     >>> trace = run({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)}, jax.random.key(0), plan.data())
-    >>> trace.records["steps"].tolist(), trace.records["beta"].tolist()
+    >>> trace.steps.tolist(), trace.beta.tolist()
     ([0, 1, 2, 3], [0.0, 0.5, 0.75, 0.875])
+    >>> trace.beta_sum.tolist()  # a further record, in trace.records
+    [0.0, 1.0, 1.5, 1.75]
     >>> bool(trace.diverged), int(trace.diverged_step)
     (False, -1)
+
+    # GD with η = 3 on the same R: β_t - 1 = -(-2)^t, R(θ_t) = 4^t. R(θ_2) = 16 > 10:
+    # step 2 is not taken and the run stays at θ_2.
+    >>> plan = lj.plans.output_only(3.0, 3)
+    >>> run = lj.runner.make_loop(plan.slots(), labels, objective, record, num_steps=3,
+    ...                           max_value=10.0)
+    >>> trace = run({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)}, jax.random.key(0), plan.data())
+    >>> bool(trace.diverged), int(trace.diverged_step), trace.params["beta"].tolist()
+    (True, 2, [-3.0, -3.0])
   """
   grid = every(num_steps, record_every) if record_steps is None else np.asarray(record_steps)
   if grid[0] != 0 or grid[-1] != num_steps or np.any(np.diff(grid) < 0):
@@ -346,7 +329,7 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
                      f"{grid[0]}…{grid[-1]}.")
   starts, ends = jnp.asarray(grid), jnp.asarray(np.append(grid[1:], grid[-1]))
 
-  def run(params0, key, data: plans.PlanData) -> Trace:
+  def run(params0, key, data: plans.PlanData) -> Trajectory:
     step_objective = objective(key)
     tx = plans.transformation(slots, data, labels)
     total = jnp.sum(data.lengths)
@@ -376,6 +359,8 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
 
     init = (params0, tx.init(params0), jnp.array(False), jnp.array(-1))
     (params, _, diverged, diverged_step), records = jax.lax.scan(block, init, (starts, ends))
-    return Trace(params, records, diverged, diverged_step)
+    fields = {name: records.pop(name, None) for name in ("steps", "risk", "alpha", "beta")}
+    return Trajectory(params=params, diverged=diverged, diverged_step=diverged_step,
+                      records=records, **fields)
 
   return run

@@ -3,9 +3,11 @@
 The model is a lagjax.models.Model: init(key) -> (params, fixed), apply(params,
 fixed, batch) -> outputs, and its declared parameter groups. Each step draws a
 fresh minibatch from the task (online SGD on the population); the one training
-loop of lagjax.dynamics.runner applies the plan; records hold the test metric on a fixed
-held-out batch and the flattened attention and output parameters, from which
-the lag metrics of section 6 follow. Seeds and step sizes are vmapped, and any
+loop of lagjax.dynamics.runner applies the plan. The run is a Trajectory
+(lagjax/dynamics/trajectory.py) whose risk is the loss on a fixed held-out batch, whose
+alpha and beta are the attention and output groups' parameters, flattened (the lag
+metrics of section 6 follow), and whose records hold the task's headline metric on that
+batch (test_metric; info metric_name names it). Seeds and step sizes are vmapped, and any
 plan with the same slots runs through the same compiled program.
 """
 
@@ -19,52 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from lagjax import models, validation
-from lagjax.dynamics import metrics, plans, runner
-
-
-@functools.partial(jax.tree_util.register_dataclass,
-                   data_fields=["steps", "test_loss", "test_metric", "attention", "output",
-                                "diverged", "diverged_step"],
-                   meta_fields=["metric_name"])
-@dataclasses.dataclass(frozen=True)
-class TaskRun:
-  """A task run's records at `steps` (§7): held-out loss and metric, flattened groups.
-
-  Under vmap every array gets the leading axes of the runs (seeds, plans).
-
-  Attributes:
-    steps: (R,) record steps (the state after that many steps).
-    test_loss: (R,) loss on the fixed held-out batch.
-    test_metric: (R,) the task's headline metric on it (`metric_name`).
-    attention: (R, P_α) the attention group's parameters, flattened.
-    output: (R, P_β) the output group's parameters, flattened.
-    diverged: whether the run diverged (§5).
-    diverged_step: the step at which it did, or -1.
-    metric_name: the name of the headline metric ("accuracy", ...).
-
-  Example:
-    >>> # β moves at step 1, α at step 2: r_β = (0, 1, 1), r_α = (0, 0, 1), gap 1/3 (§6).
-    >>> run = lj.task_train.TaskRun(
-    ...     steps=np.arange(3), test_loss=np.zeros(3), test_metric=np.ones(3),
-    ...     attention=np.array([[0.0], [0.0], [1.0]]), output=np.array([[0.0], [1.0], [1.0]]),
-    ...     diverged=np.array(False), diverged_step=np.array(-1))
-    >>> lag = jax.jit(lj.task_train.TaskRun.lag)(run)  # a pytree: jit it (cheaper than eager)
-    >>> round(float(lag.lag_gap), 6), int(lag.half_time_alpha), int(lag.half_time_beta)
-    (0.333333, 2, 1)
-  """
-
-  steps: jax.Array
-  test_loss: jax.Array
-  test_metric: jax.Array
-  attention: jax.Array
-  output: jax.Array
-  diverged: jax.Array
-  diverged_step: jax.Array
-  metric_name: str = "accuracy"
-
-  def lag(self) -> metrics.LagMetrics:
-    """r_α (attention group) and r_β (output group) of docs/theory.md section 6."""
-    return metrics.lag_metrics(self.attention, self.output, self.steps)
+from lagjax.dynamics import plans, runner
+from lagjax.dynamics.trajectory import Trajectory
 
 
 def _flatten(params, labels, group: str):
@@ -75,7 +33,7 @@ def _flatten(params, labels, group: str):
 def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, num_steps: int,
                      batch_size: int = 64, record_every: int = 10, test_size: int = 2048,
                      max_loss: float = runner.MAX_VALUE):
-  """Builds run(key, data) -> TaskRun for one slot structure (jit and vmap it; §5, §7).
+  """Builds run(key, data) -> Trajectory for one slot structure (jit and vmap it; §5, §7).
 
   Each step t draws a fresh minibatch of the task from the run's key and t (online SGD on
   the population) and applies the plan through the one loop of lagjax.dynamics.runner.
@@ -92,8 +50,10 @@ def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, 
     max_loss: a training loss above this marks the run diverged.
 
   Returns:
-    run(key, data) -> TaskRun for data a PlanData, with R = num_records(num_steps,
-    record_every) records.
+    run(key, data) -> Trajectory for data a PlanData, with R = num_records(num_steps,
+    record_every) records: risk (R,) the held-out loss, alpha (R, P_α) and beta (R, P_β)
+    the attention and output groups flattened, records test_metric (R,) the task's
+    headline metric (info metric_name).
 
   Example:
     >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
@@ -106,8 +66,8 @@ def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, 
     ...                                      batch_size=4, record_every=1, test_size=8)
     >>> # The records' shapes, traced without compiling (train_task runs one).
     >>> shapes = jax.eval_shape(run, jax.random.key(0), plan.data())
-    >>> shapes.test_loss.shape, shapes.attention.shape, shapes.output.shape
-    ((3,), (3, 3), (3, 3))
+    >>> shapes.risk.shape, shapes.alpha.shape, shapes.beta.shape, shapes.test_metric.shape
+    ((3,), (3, 3), (3, 3), (3,))
   """
   if not isinstance(model, models.Model):
     raise ValueError(f"model must be a lagjax.models.Model; got {type(model).__name__}.")
@@ -116,7 +76,7 @@ def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, 
     validation.check_int(name, value, 1, integral_floats=True)
   label_fn = functools.partial(models.group_labels, model.groups)
 
-  def run(key, data: plans.PlanData) -> TaskRun:
+  def run(key, data: plans.PlanData) -> Trajectory:
     init_key, test_key, train_key = jax.random.split(key, 3)
     params, fixed = model.init(init_key)
     test_batch = task.sample(test_key, test_size)
@@ -132,18 +92,15 @@ def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, 
 
     def record(params):
       outputs = model.apply(params, fixed, test_batch)
-      return {"test_loss": task.loss(outputs, test_batch),
+      return {"risk": task.loss(outputs, test_batch),
               "test_metric": task.metric(outputs, test_batch)[task.metric_name],
-              "attention": _flatten(params, labels, "attention"),
-              "output": _flatten(params, labels, "output")}
+              "alpha": _flatten(params, labels, "attention"),
+              "beta": _flatten(params, labels, "output")}
 
     loop = runner.make_loop(slots, label_fn, objective, record, num_steps=num_steps,
                             record_every=record_every, max_value=max_loss, always_step=True)
-    trace = loop(params, key, data)
-    records = trace.records
-    return TaskRun(records["steps"], records["test_loss"], records["test_metric"],
-                   records["attention"], records["output"], trace.diverged,
-                   trace.diverged_step, task.metric_name)
+    return dataclasses.replace(loop(params, key, data),
+                               info=(("metric_name", task.metric_name),))
 
   return run
 
@@ -161,7 +118,7 @@ def make_batched_runner(task, model: models.Model, slots: Sequence[plans.Slot], 
     **options: make_task_runner's keyword arguments (num_steps, batch_size, ...).
 
   Returns:
-    runs(keys (R,), data (R, ...)) -> TaskRun with a leading axis R.
+    runs(keys (R,), data (R, ...)) -> Trajectory with a leading axis R.
 
   Example:
     >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
@@ -178,7 +135,7 @@ def make_batched_runner(task, model: models.Model, slots: Sequence[plans.Slot], 
     ...                                          batch_size=4, record_every=2, test_size=8)
     >>> # One call runs both; their shapes, traced without compiling (train_task runs one).
     >>> shapes = jax.eval_shape(runs, jax.random.split(jax.random.key(0), 2), data)
-    >>> shapes.test_loss.shape, shapes.output.shape
+    >>> shapes.risk.shape, shapes.beta.shape
     ((2, 2), (2, 2, 3))
   """
   return jax.jit(jax.vmap(make_task_runner(task, model, slots, **options)))
@@ -200,7 +157,7 @@ def make_grid_runner(task, model: models.Model, slots: Sequence[plans.Slot], **o
     **options: make_task_runner's keyword arguments (num_steps, batch_size, ...).
 
   Returns:
-    runs(keys (S,), data (C, ...)) -> TaskRun with leading axes (S, C).
+    runs(keys (S,), data (C, ...)) -> Trajectory with leading axes (S, C).
 
   Example:
     >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
@@ -217,7 +174,7 @@ def make_grid_runner(task, model: models.Model, slots: Sequence[plans.Slot], **o
     ...                                       batch_size=4, record_every=2, test_size=8)
     >>> # Records of shape (S, C, R, ...), traced without compiling (train_task runs one).
     >>> shapes = jax.eval_shape(runs, jax.random.split(jax.random.key(0), 3), data)
-    >>> shapes.test_loss.shape, shapes.attention.shape
+    >>> shapes.risk.shape, shapes.alpha.shape
     ((3, 2, 2), (3, 2, 2, 3))
   """
   over_plans = jax.vmap(make_task_runner(task, model, slots, **options), in_axes=(None, 0))
@@ -225,7 +182,7 @@ def make_grid_runner(task, model: models.Model, slots: Sequence[plans.Slot], **o
 
 
 def train_task(task, model: models.Model, plan: plans.Plan, key, *, num_seeds: int = 1,
-               **options) -> TaskRun:
+               **options) -> Trajectory:
   """Runs `plan` on `task` for num_seeds seeds (vmapped; §5, §7); every array gets a seed axis.
 
   Args:
@@ -237,7 +194,7 @@ def train_task(task, model: models.Model, plan: plans.Plan, key, *, num_seeds: i
     **options: make_task_runner's keyword arguments (batch_size, record_every, ...).
 
   Returns:
-    A TaskRun with a leading seed axis S.
+    A Trajectory (as make_task_runner's run returns it) with a leading seed axis S.
 
   Example:
     >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
@@ -249,10 +206,10 @@ def train_task(task, model: models.Model, plan: plans.Plan, key, *, num_seeds: i
     ...                                num_seeds=2, batch_size=4, record_every=1, test_size=8)
     >>> run.steps.tolist()
     [[0, 1, 2], [0, 1, 2]]
-    >>> run.attention.shape, run.diverged.tolist()
-    ((2, 3, 3), [False, False])
+    >>> run.alpha.shape, run.diverged.tolist(), run.metric_name
+    ((2, 3, 3), [False, False], 'accuracy')
     >>> # At θ0 = 0 the output f is 0, so the squared loss ½(f - y)² is ½ on every string.
-    >>> np.round(np.asarray(run.test_loss[:, 0]), 6).tolist()
+    >>> np.round(np.asarray(run.risk[:, 0]), 6).tolist()
     [0.5, 0.5]
   """
   if not isinstance(plan, plans.Plan):

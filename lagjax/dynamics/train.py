@@ -31,66 +31,12 @@ from lagjax import models, validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.data.sampling import sample_counts
-from lagjax.dynamics import metrics, plans, runner
+from lagjax.dynamics import plans, runner
+from lagjax.dynamics.trajectory import Trajectory
 from lagjax.models import direct, kqv
 from lagjax.risk import base
 from lagjax.risk import error as error_lib
 from lagjax.risk import risk_fn as build_route
-
-
-@functools.partial(jax.tree_util.register_dataclass,
-                   data_fields=["params", "steps", "risk", "error", "alpha", "beta", "margin",
-                                "diverged", "diverged_step", "grid_covered"],
-                   meta_fields=["route", "error_route", "tied"])
-@dataclasses.dataclass(frozen=True)
-class Run:
-  """A simulated plan (docs/theory.md §5). Records are taken at `steps` (every record_every
-  steps and at T).
-
-  Attributes:
-    params: final per-token parameters.
-    steps: (R,) recorded global steps.
-    risk: (R,) population risk at the recorded steps (by `route`).
-    error: (R,) 0-1 error (exact by the threshold, lattice or automaton route, or sampled
-      on a fixed sample: `error_route`).
-    alpha, beta: (R, d) per-token parameters.
-    margin: (R,) attention margin min_{a∈L} α_a - max_{σ∉L} α_σ (L = the language's
-      margin_letters(); NaN when it has none).
-    diverged: whether the run diverged; diverged_step: the step at which (-1 if not).
-    grid_covered: whether every Laplace evaluation had enough quadrature nodes.
-    route: the population route of the risk records.
-    error_route: the 0-1 error's route: "threshold", "lattice", "automaton" or "sampled".
-    tied: whether the run was simulated on token groups (§3b).
-
-  Example:
-    >>> run = lj.train(lj.occurrence(3), lj.plans.output_only(3.0, 1))
-    >>> run.steps.tolist(), run.route, run.tied
-    ([0, 1], 'laplace', True)
-    >>> np.round(np.asarray(run.beta[-1]), 6).tolist()  # η/d and -η/(d(d-1)) (§4)
-    [1.0, -0.5, -0.5]
-    >>> round(float(run.error[0]), 6)  # f ≡ 0 at θ0 = 0, and sign 0 counts as an error
-    1.0
-    >>> int(run.lag().half_time_alpha)  # attention never moved (§6)
-    -1
-  """
-
-  params: dict
-  steps: jax.Array
-  risk: jax.Array
-  error: jax.Array
-  alpha: jax.Array
-  beta: jax.Array
-  margin: jax.Array
-  diverged: jax.Array
-  diverged_step: jax.Array
-  grid_covered: jax.Array
-  route: str = "laplace"
-  error_route: str = "lattice"
-  tied: bool = True
-
-  def lag(self) -> metrics.LagMetrics:
-    """Lag metrics of docs/theory.md section 6 on the recorded trajectory."""
-    return metrics.lag_metrics(self.alpha, self.beta, self.steps)
 
 
 def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
@@ -145,7 +91,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                 route="auto", layout: direct.Layout = direct.PLAIN, record_every: int = 1,
                 record_steps=None, max_risk: float = runner.MAX_VALUE,
                 error_samples: int = error_lib.ERROR_SAMPLES, kqv_form: bool = False):
-  """Builds run(theta0_grouped, key, data) -> Run for one slot structure (not jitted).
+  """Builds run(theta0_grouped, key, data) -> Trajectory for one slot structure (not jitted).
 
   theta0_grouped holds one entry per group of `partition`; data is the plan's
   PlanData (traceable: vmap it for sweeps; any plan with these slots and at most
@@ -171,7 +117,8 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
     kqv_form: train the KQV weights instead of (α, β) (§2).
 
   Returns:
-    run(theta0_grouped, key, data[, kqv_fixed]) -> Run, jittable and vmappable over data.
+    run(theta0_grouped, key, data[, kqv_fixed]) -> Trajectory (as `train` returns it),
+    jittable and vmappable over data.
 
   Example:
     >>> lang, plan = lj.occurrence(3), lj.plans.output_only(3.0, 1)
@@ -278,28 +225,28 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                             record, num_steps=num_steps, record_every=record_every,
                             record_steps=record_steps, max_value=max_risk)
 
-  def run(theta0, key, data: plans.PlanData, kqv_fixed=None) -> Run:
+  info = (("route", population.name), ("error_route", error_route),
+          ("tied", partition.num_groups < lang.d))
+
+  def run(theta0, key, data: plans.PlanData, kqv_fixed=None) -> Trajectory:
     if (kqv_fixed is not None) != kqv_form:
       raise ValueError("run takes kqv_fixed (the fixed KQV embeddings) exactly when built with "
                        "kqv_form=True.")
     to_direct = functools.partial(kqv.kqv_to_direct, fixed=kqv_fixed) if kqv_form else (
         lambda params: params)
-    trace = make_loop(to_direct)(theta0, key, data)
-    token_params = direct.expand_params(partition, to_direct(trace.params))
-    records = trace.records
-    return Run(params=token_params, steps=records["steps"], risk=records["risk"],
-               error=records["error"], alpha=records["alpha"], beta=records["beta"],
-               margin=records["margin"], diverged=trace.diverged,
-               diverged_step=trace.diverged_step, grid_covered=jnp.all(records["grid_covered"]),
-               route=population.name, error_route=error_route,
-               tied=partition.num_groups < lang.d)
+    trajectory = make_loop(to_direct)(theta0, key, data)
+    records = dict(trajectory.records)
+    grid_covered = jnp.all(records.pop("grid_covered"))
+    return dataclasses.replace(
+        trajectory, params=direct.expand_params(partition, to_direct(trajectory.params)),
+        records=records, summary={"grid_covered": grid_covered}, info=info)
 
   return run
 
 
 def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squared",
           route: str = "auto", record_every: int = 1, key=None, num_seeds: int | None = None,
-          tied="auto", max_risk: float = runner.MAX_VALUE) -> Run:
+          tied="auto", max_risk: float = runner.MAX_VALUE) -> Trajectory:
   """Runs `plan` on `lang` from θ0 (default zero) and records the trajectory, by exact
   population (or empirical) GD in one scan (docs/theory.md §5; tying: §3b).
 
@@ -317,15 +264,37 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
     max_risk: an objective above this marks the run diverged.
 
   Returns:
-    A Run (with a leading seed axis on every array when num_seeds is given).
+    A Trajectory (lagjax/dynamics/trajectory.py; a leading seed axis on every array when
+    num_seeds is given) with per-token values (partition None), records every
+    record_every steps and at T:
+    risk, alpha, beta (R,), (R, d), (R, d): the population risk by `route`, the attention
+      and output tables (direct.attention_vector, output_vector);
+    records: error (R,), the 0-1 error (exact by the threshold, lattice or automaton route,
+      or sampled on a fixed sample: info error_route), and margin (R,), the attention
+      margin min_{a∈L} α_a - max_{σ∉L} α_σ (L = the language's margin_letters(); NaN when
+      it has none);
+    summary: grid_covered, whether every Laplace evaluation had enough quadrature nodes;
+    info: route (of the risk records), error_route, tied (whether the run was simulated
+      on token groups, §3b).
 
   Example:
     >>> lang = lj.occurrence(3)  # p = ½, so E[1/n] = ln 2 (§4)
     >>> run = lj.train(lang, lj.plans.output_only(3.0, 1))
+    >>> run
+    Trajectory: 2 records, steps 0…1, not diverged
+      risk 0.5 → 0.173287; alpha (2, 3), beta (2, 3)
+      records: error, margin; summary: grid_covered
+      info: route='laplace', error_route='threshold', tied=True
     >>> round(float(run.risk[0]), 6), round(float(run.risk[-1]), 6)  # ½, then ln(2)/4
     (0.5, 0.173287)
+    >>> np.round(np.asarray(run.beta[-1]), 6).tolist()  # η/d and -η/(d(d-1)) (§4)
+    [1.0, -0.5, -0.5]
     >>> run.margin.tolist()  # output steps leave α = 0
     [0.0, 0.0]
+    >>> round(float(run.error[0]), 6)  # f ≡ 0 at θ0 = 0, and sign 0 counts as an error
+    1.0
+    >>> int(run.lag().half_time_alpha)  # attention never moved (§6)
+    -1
   """
   validation.require_float64("lj.train")
   languages.check_language(lang, "lj.train")
@@ -355,11 +324,11 @@ def _compiled_runner(lang, slots, num_steps, partition, loss, route, layout, rec
 def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float = 0.1,
               width: int | None = None, key_dim: int | None = None, loss="squared",
               route: str = "auto", record_every: int = 1,
-              max_risk: float = runner.MAX_VALUE) -> Run:
+              max_risk: float = runner.MAX_VALUE) -> Trajectory:
   """Runs `plan` on the KQV form from a small random init (docs/theory.md section 2).
 
   Attention group: W_Q, W_K; output group: W_V, w_o. Zero is a saddle of this
-  form, so it starts at scale·N(0, 1) weights drawn from `key`. The Run's
+  form, so it starts at scale·N(0, 1) weights drawn from `key`. The Trajectory's
   records are the (α, β) the weights realize, comparable with `train`.
 
   Args:
@@ -375,7 +344,7 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
     max_risk: an objective above this marks the run diverged.
 
   Returns:
-    A Run on every token (tied is False), with per-token α and β records.
+    A Trajectory on every token (tied is False), with per-token α and β records.
 
   Example:
     >>> run = lj.train_kqv(lj.occurrence(3), lj.plans.output_only(3.0, 1), jax.random.key(0))

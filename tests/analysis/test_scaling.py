@@ -40,8 +40,8 @@ def test_horizon_free_metric_ignores_the_horizon(joint_runs):
   metric of section 6 (normalised by the largest move within the run) changes."""
   lang, short, long = joint_runs
   sizes = partition_lib.of_language(lang).sizes
-  lags = [metrics.horizon_free_lag(run.record_alpha[:T + 1], run.record_beta[:T + 1],
-                                   run.record_risk[:T + 1], EPSILON, weights=sizes)
+  lags = [metrics.horizon_free_lag(run.alpha[:T + 1], run.beta[:T + 1],
+                                   run.risk[:T + 1], EPSILON, weights=sizes)
           for run, T in ((short, CAP), (long, 2 * CAP))]
   assert 0 < int(lags[0].tau_eps) < CAP
   for field in ("tau_eps", "half_time_alpha", "half_time_beta", "half_time_ratio"):
@@ -49,7 +49,7 @@ def test_horizon_free_metric_ignores_the_horizon(joint_runs):
   # The lag gap sums the same τ_ε + 1 terms (each in [-1, 1]) from arrays of different
   # lengths, so only the summation order differs: error <= (τ_ε + 1)·2^-53 < 1e-13.
   np.testing.assert_allclose(lags[0].lag_gap, lags[1].lag_gap, rtol=0, atol=1e-13)
-  old = [metrics.lag_metrics(run.record_alpha[:T + 1], run.record_beta[:T + 1])
+  old = [metrics.lag_metrics(run.alpha[:T + 1], run.beta[:T + 1])
          for run, T in ((short, CAP), (long, 2 * CAP))]
   # The records of the first CAP steps are the same numbers in both runs, so any change in
   # the old metric comes from its horizon; it is far above roundoff (~1e-16).
@@ -62,7 +62,7 @@ def test_half_times_equal_bisection_on_the_untied_trajectory(joint_runs):
   route on singletons, a plain loop), with per-token norms."""
   lang, short, _ = joint_runs
   sizes = partition_lib.of_language(lang).sizes
-  lag = metrics.horizon_free_lag(short.record_alpha, short.record_beta, short.record_risk,
+  lag = metrics.horizon_free_lag(short.alpha, short.beta, short.risk,
                                  EPSILON, weights=sizes)
   tau = int(lag.tau_eps)
   value_and_grad = jax.jit(jax.value_and_grad(laplace.build(lang).risk))

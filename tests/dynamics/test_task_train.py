@@ -36,29 +36,29 @@ def test_online_sgd_learns_occurrence():
   assert np.all(np.asarray(run.test_metric[:, -1]) >= 0.9)
   assert not np.any(np.asarray(run.diverged))
   # Records hold the groups: attention = α (D entries), output = β (D entries).
-  chex.assert_shape(run.attention, (2, 7, D))
-  np.testing.assert_array_equal(np.asarray(run.attention[:, 0]), 0.0)
+  chex.assert_shape(run.alpha, (2, 7, D))
+  np.testing.assert_array_equal(np.asarray(run.alpha[:, 0]), 0.0)
 
 
 def test_attention_only_from_zero_never_moves():
   """With β = 0 the attention gradient vanishes (docs/theory.md §4), on samples too."""
   run = train_task(TASK, MODEL, lj.plans.attention_only(5.0, 20), jax.random.key(1),
                    record_every=10, test_size=128)
-  np.testing.assert_array_equal(np.asarray(run.attention), 0.0)
-  np.testing.assert_array_equal(np.asarray(run.output), 0.0)
+  np.testing.assert_array_equal(np.asarray(run.alpha), 0.0)
+  np.testing.assert_array_equal(np.asarray(run.beta), 0.0)
 
 
 def test_divergence_is_marked_and_records_stay_finite():
   run = train_task(TASK, MODEL, lj.plans.output_only(1e9, 20), jax.random.key(2),
                    record_every=5, test_size=128, max_loss=1e6)
   assert bool(run.diverged[0]) and int(run.diverged_step[0]) >= 0
-  chex.assert_tree_all_finite((run.test_metric, run.attention, run.output))
+  chex.assert_tree_all_finite((run.test_metric, run.alpha, run.beta))
 
 
 def test_lag_metrics_of_records():
   run = train_task(TASK, MODEL, lj.plans.joint(1.0, 40), jax.random.key(3),
                    record_every=10, test_size=128)
-  lag = jax.vmap(lj.metrics.lag_metrics)(run.attention, run.output, run.steps)
+  lag = jax.vmap(lj.metrics.lag_metrics)(run.alpha, run.beta, run.steps)
   chex.assert_shape(lag.r_alpha, (1, 5))
   # Both groups move under joint training: r starts at 0, stays in [0, 1] and peaks at 1.
   for progress in (np.asarray(lag.r_alpha[0]), np.asarray(lag.r_beta[0])):
@@ -96,6 +96,6 @@ def test_batched_runner_sweeps_step_sizes_in_one_call():
     alone = train_task(TASK, MODEL, lj.plans.three_phase(eta, eta, eta, 10, steps1=5,
                                                                steps2=5),
                        key, record_every=5, test_size=64)
-    chex.assert_trees_all_close(together.output[i], alone.output[0], atol=1e-12)
-    chex.assert_trees_all_close(together.test_loss[i], alone.test_loss[0], atol=1e-12)
-  assert not np.allclose(together.output[0], together.output[1])  # η really differs
+    chex.assert_trees_all_close(together.beta[i], alone.beta[0], atol=1e-12)
+    chex.assert_trees_all_close(together.risk[i], alone.risk[0], atol=1e-12)
+  assert not np.allclose(together.beta[0], together.beta[1])  # η really differs
