@@ -464,7 +464,7 @@ def regular(transitions, accepting, *, start: int = 0, pi=None, length=None,
   if length is None:
     length = (balanced_geometric(automaton, np.asarray(pi), name) if balance
               else DEFAULT_UNBALANCED_LENGTH)
-  length = lengths_lib.check_law(length, "lj.languages.regular")
+  length = lengths_lib.check_law(length, "lj.languages.regular", ("required", "matrix_pgf"))
   rate = acceptance_probability(automaton, np.asarray(pi), length)
   if not 1e-15 < rate < 1.0 - 1e-15:
     raise ValueError(f"{name} has P(y = +1) = {rate:.3g} under {length}: one class only, "

@@ -24,7 +24,10 @@ empty string never occurs. Each family is registered under its name (lj.language
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+
+import jax.numpy as jnp
 
 from lagjax import validation
 from lagjax.data import occurrence, protocol, registry, regular
@@ -108,9 +111,49 @@ def first(*, pi=None, length=None) -> regular.RegularLanguage:
                          name="first")
 
 
-def even_pairs(*, pi=None, length=None) -> regular.RegularLanguage:
+def even_pairs_label(tokens, mask):
+  """y = +1 iff the number of adjacent unequal pairs in the unpadded string is even, that is
+  iff w_1 = w_n: every change of letter flips the current letter (docs/theory.md §1c, §7).
+
+  Args:
+    tokens: (..., L) tokens in {0, 1}, real tokens first.
+    mask: (..., L) bool, True at real tokens.
+
+  Returns:
+    (...,) float labels ±1.
+
+  Example:
+    >>> tokens = jnp.array([[0, 1, 1, 0], [0, 1, 1, 0]])
+    >>> mask = jnp.array([[True, True, True, True], [True, True, True, False]])
+    >>> lj.data.regular_builtins.even_pairs_label(tokens, mask).tolist()  # 0110 and 011
+    [1.0, -1.0]
+  """
+  changes = (tokens[..., 1:] != tokens[..., :-1]) & mask[..., 1:]
+  return jnp.where(jnp.sum(changes, axis=-1) % 2 == 0, 1.0, -1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvenPairsLanguage(regular.RegularLanguage):
+  """Even pairs (see `even_pairs`): its automaton for the exact routes, and labels by the
+  closed form w_1 = w_n (even_pairs_label), one comparison per string instead of a scan of
+  the automaton over it; both give the same labels (docs/theory.md §1c).
+
+  Example:
+    >>> lang = lj.data.regular_builtins.even_pairs()
+    >>> tokens, mask = jnp.array([[1, 0, 1]]), jnp.array([[True, True, True]])
+    >>> lang.label_tokens(tokens, mask).tolist(), lj.data.regular.read_labels(
+    ...     jnp.asarray(lang.table), jnp.asarray(lang.accept), 0, tokens, mask).tolist()
+    ([1.0], [1.0])
+  """
+
+  def label_tokens(self, tokens, mask):
+    return even_pairs_label(jnp.asarray(tokens), jnp.asarray(mask, bool))
+
+
+def even_pairs(*, pi=None, length=None) -> EvenPairsLanguage:
   """y = +1 iff #01 + #10 (adjacent unequal pairs) is even, i.e. the first symbol equals
-  the last (5 states, star-free).
+  the last (5 states, star-free). The one definition of even pairs: the task
+  (lagjax/tasks/even_pairs.py) builds on it with its own length law.
 
   Source: the Chomsky-hierarchy suite's even_pairs (class = parity of #01 + #10); FLaRe.
   Length: Geometric(0.1) (balance=False): every length-1 string is a member and half of
@@ -122,7 +165,7 @@ def even_pairs(*, pi=None, length=None) -> regular.RegularLanguage:
     length: the length law, Geometric(0.1) when None.
 
   Returns:
-    The RegularLanguage.
+    The EvenPairsLanguage, a RegularLanguage.
 
   Example:
     >>> lang = lj.data.regular_builtins.even_pairs()
@@ -131,8 +174,10 @@ def even_pairs(*, pi=None, length=None) -> regular.RegularLanguage:
   """
   # States: start, then (first, last) = (0, 0), (0, 1), (1, 1), (1, 0).
   table = [[1, 3], [1, 2], [1, 2], [4, 3], [4, 3]]
-  return regular.regular(table, [0, 1, 3], pi=pi, length=length, balance=False,
+  lang = regular.regular(table, [0, 1, 3], pi=pi, length=length, balance=False,
                          name="even_pairs")
+  return EvenPairsLanguage(**{field.name: getattr(lang, field.name)
+                              for field in dataclasses.fields(lang)})
 
 
 def tomita(k: int, *, pi=None, length=None) -> regular.RegularLanguage:
@@ -413,5 +458,6 @@ for _name, _factory in [
     ("any_of_automaton", any_of_automaton), ("all_of_automaton", all_of_automaton)]:
   registry.register(_name, _factory)
 
-__all__ = ["all_of_automaton", "any_of_automaton", "contains", "cycle_navigation", "dyck",
-           "even_pairs", "first", "mod_count", "occurrence_automaton", "parity", "tomita"]
+__all__ = ["EvenPairsLanguage", "all_of_automaton", "any_of_automaton", "contains",
+           "cycle_navigation", "dyck", "even_pairs", "even_pairs_label", "first", "mod_count",
+           "occurrence_automaton", "parity", "tomita"]

@@ -1,45 +1,25 @@
-"""Even pairs (docs/theory.md section 7).
+"""Even pairs as a sampled task (docs/theory.md section 7).
 
-Binary strings w ∈ {0, 1}^n: n ~ L (conditioned on n <= max_len, see
-lagjax/tasks/base.py), tokens iid uniform. y = +1 iff the number of adjacent
-unequal pairs #{i < n : w_i ≠ w_{i+1}} is even; every change of letter flips
-the current letter, so this holds iff w_1 = w_n. A model needs positional
-information (positional embeddings, or first/last markers) to solve it.
+The language is the one of lagjax/data/regular_builtins.py (`even_pairs`): binary strings,
+y = +1 iff the number of adjacent unequal pairs #{i < n : w_i ≠ w_{i+1}} is even, which
+holds iff w_1 = w_n. The task samples it with n ~ L (conditioned on n <= max_len, see
+lagjax/tasks/base.py) and tokens iid uniform. A model needs positional information
+(positional embeddings, or first/last markers) to solve it.
 
-Strings of length 1 are always positive, so P(y = +1) = (1 + P(n = 1)) / 2:
-0.525 under the default Geometric(0.05) (mean length 20).
+The task's default length law is its own, Geometric(0.05) (mean length 20; the language's
+default is Geometric(0.1)), passed to the language explicitly. Strings of length 1 are
+always positive, so P(y = +1) = (1 + P(n = 1)) / 2 = 0.525 under it.
 """
 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from lagjax.data import lengths as lengths_lib
+from lagjax.data import regular_builtins
 from lagjax.tasks import base
 
 DEFAULT_LENGTH = lengths_lib.Geometric(0.05)
-
-
-def even_pairs_label(tokens, mask):
-  """y = +1 iff the number of adjacent unequal pairs in the unpadded string is even, that is
-  iff w_1 = w_n (docs/theory.md §7).
-
-  Args:
-    tokens: (..., L) tokens in {0, 1}, real tokens first.
-    mask: (..., L) bool, True at real tokens.
-
-  Returns:
-    (...,) float labels ±1.
-
-  Example:
-    >>> tokens = jnp.array([[0, 1, 1, 0], [0, 1, 1, 0]])
-    >>> mask = jnp.array([[True, True, True, True], [True, True, True, False]])
-    >>> lj.tasks.even_pairs.even_pairs_label(tokens, mask).tolist()  # 0110 and 011
-    [1.0, -1.0]
-  """
-  changes = (tokens[..., 1:] != tokens[..., :-1]) & mask[..., 1:]
-  return jnp.where(jnp.sum(changes, axis=-1) % 2 == 0, 1.0, -1.0)
 
 
 def even_pairs_task(*, length=None, max_len=None, loss: str = "squared") -> base.Task:
@@ -51,7 +31,8 @@ def even_pairs_task(*, length=None, max_len=None, loss: str = "squared") -> base
     loss: "squared" (½(f - y)²) or "logistic".
 
   Returns:
-    A classification Task with token inputs (vocabulary 2).
+    A classification Task with token inputs (vocabulary 2); ``extras["language"]`` is the
+    language (regular_builtins.even_pairs with this length law).
 
   Example:
     >>> task = lj.tasks.even_pairs.even_pairs_task(max_len=8)
@@ -66,6 +47,7 @@ def even_pairs_task(*, length=None, max_len=None, loss: str = "squared") -> base
   if length is None:
     length = DEFAULT_LENGTH
   length = lengths_lib.check_law(length, "the task 'even_pairs'")
+  language = regular_builtins.even_pairs(length=length)
   max_len = base.check_max_len(max_len, length)
   loss_fn, metric = base.classification_fns(loss)
   sample_lengths = base.truncated_length_sampler(length, max_len)
@@ -74,12 +56,16 @@ def even_pairs_task(*, length=None, max_len=None, loss: str = "squared") -> base
     length_key, token_key = jax.random.split(key)
     lengths = sample_lengths(length_key, (batch_size,))
     mask = base.length_mask(lengths, max_len)
+    # π is uniform on {0, 1} (the language's default): one fair bit per position
     tokens = jax.random.bernoulli(token_key, 0.5, (batch_size, max_len)) & mask
     tokens = tokens.astype(lengths.dtype)
-    return base.Batch(tokens, mask, even_pairs_label(tokens, mask), lengths, {})
+    return base.Batch(tokens, mask, language.label_tokens(tokens, mask), lengths, {})
 
   return base.make_task(
       name="even_pairs", kind="classification", input_kind="tokens", input_dim=2, n_outputs=1,
       max_len=max_len, length=length, metric_name="accuracy",
       options={"length": length, "max_len": max_len, "loss": loss},
-      sample=sample, loss=loss_fn, metric=metric)
+      extras={"language": language}, sample=sample, loss=loss_fn, metric=metric)
+
+
+__all__ = ["DEFAULT_LENGTH", "even_pairs_task"]
