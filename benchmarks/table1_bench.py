@@ -116,7 +116,7 @@ def count_form_rows(quick: bool, repeats: int) -> list[dict]:
       keys = jax.random.split(jax.random.key(0), SEEDS)
       forms[count_form] = dict(step=(train, (params, batches)), runner=(runner, (keys, data)),
                                final=lambda runner=runner, keys=keys, data=data: np.asarray(
-                                   runner(keys, data).test_loss[:, -1]))
+                                   runner(keys, data).risk[:, -1]))
     times = np.median(harness.interleaved_times(
         [forms[False]["step"], forms[True]["step"], forms[False]["runner"],
          forms[True]["runner"]], repeats), axis=0)
