@@ -14,6 +14,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # the site build, a Sphinx subprocess
 
 
 def test_the_site_builds_with_every_tutorial_executed(tmp_path):

@@ -8,6 +8,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
@@ -46,6 +48,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_import_leaves_float32_and_builders_name_the_opt_in():
   """`import lagjax` leaves jax_enable_x64 off; each builder then raises one clear error
   naming itself and the opt-in line; after the opt-in the same call works."""

@@ -7,6 +7,7 @@ sampled estimates with a fixed key; between machines and XLA settings they move 
 roundoff of reordered sums, below 1e-12 relative, so 1e-9 catches any real drift.
 """
 
+import pytest
 import readme_examples
 
 RTOL = 1e-9
@@ -27,6 +28,7 @@ def test_the_comparison_catches_a_drifted_number():
   assert compare("R = 0.5\n", "S = 0.5\n", RTOL) != []
 
 
+@pytest.mark.slow  # every README example, with their trainings: about half a minute
 def test_readme_examples_print_what_the_readme_shows():
   namespace = {"__name__": "readme"}
   problems = []
