@@ -254,6 +254,7 @@ def test_library_rejects_bad_epsilon_and_d():
     lj.occurrence(1)
 
 
+@pytest.mark.slow
 def test_binary_smoke(tmp_path):
   """experiments.scaling with a tiny config writes every file, with the issue's columns."""
   import csv

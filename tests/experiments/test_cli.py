@@ -26,6 +26,7 @@ def test_parse_errors_are_explained_in_one_line(argv, message):
   assert "\n" not in text and re.match(message, text), text
 
 
+@pytest.mark.slow
 def test_a_binary_fails_in_one_line_with_status_2():
   result = subprocess.run([sys.executable, "-m", "experiments.risk_at_zero", "--config", CONFIG,
                            "--config.foo=1"], cwd=ROOT, capture_output=True, text=True,

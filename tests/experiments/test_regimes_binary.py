@@ -8,6 +8,7 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # every test starts the binary
 TINY = ["--config.d_grid.d_max=60", "--config.d_grid.num=5", "--config.collapse_d=(20,)",
         "--config.collapse_points=4", "--config.boundary_d=(20,)", "--config.lengths.means=(5,)",
         "--config.lengths.laws=('geometric',)", "--config.kqv.seeds=1",

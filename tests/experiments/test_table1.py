@@ -238,6 +238,7 @@ def one_process(tmp_path_factory):
   return result, workdir
 
 
+@pytest.mark.slow
 def test_table1_quick_smoke(one_process):
   """The Table 1 binary runs end to end on a subset of tasks and plans (quick config)."""
   result, workdir = one_process
@@ -253,6 +254,7 @@ def test_table1_quick_smoke(one_process):
   assert "kl_to_bayes" in result.stdout and "accuracy" in result.stdout
 
 
+@pytest.mark.slow
 def test_two_processes_write_the_table_of_one(one_process, tmp_path):
   """Table 1 split over 2 processes on loopback (jax.distributed; chunks of 2 runs, so each
   process computes some of every block's chunks) writes table1.csv byte for byte equal to

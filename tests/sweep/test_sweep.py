@@ -181,6 +181,7 @@ def kill_then_interrupt(workdir: str, deadline: float):
   return before, process, output
 
 
+@pytest.mark.slow
 def test_resume_after_kill_recomputes_nothing(tmp_path, uninterrupted):
   """SIGKILL mid-sweep, then SIGINT mid-resume (one line, status 130), then a rerun: no
   finished chunk is recomputed and results.csv equals the uninterrupted run's. A run that
@@ -215,6 +216,7 @@ def test_resume_after_kill_recomputes_nothing(tmp_path, uninterrupted):
   assert read_csv(os.path.join(workdir, "results.csv")) == uninterrupted
 
 
+@pytest.mark.slow
 def test_two_processes_of_two_devices_match_one(tmp_path, uninterrupted):
   """Two processes on loopback, each sharding its chunks over two devices: the sharded
   chunks and the split of chunks between processes in one run."""
@@ -268,6 +270,7 @@ for i in range(400):
 """
 
 
+@pytest.mark.slow
 def test_processes_prepare_one_workdir_together(tmp_path):
   """Every process of a multi-process run records the config in the shared workdir at once;
   none may fail (a shared temporary name made one process crash and the other wait at the
@@ -282,6 +285,7 @@ def test_processes_prepare_one_workdir_together(tmp_path):
              for i in range(400))
 
 
+@pytest.mark.slow
 def test_binary_writes_outputs_and_refuses_other_config(uninterrupted_run):
   """The uninterrupted run's workdir holds GRID's config: another config is refused, and with
   --overwrite it is replaced by a 5 x 5 run (with the exact boundary and trajectories) whose
