@@ -53,14 +53,22 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 # time"), so that with `--dist loadfile` the two workers finish together: xdist's default
 # order, most tests first, started the one-test site build last and left a worker idle
 # for two minutes at the end. pyproject's addopts pass --no-loadscope-reorder to keep this.
-LONGEST_FIRST = ("test_docs.py", "test_sweep.py", "test_layouts.py", "test_table1.py",
-                 "test_experiments.py", "test_docstrings.py", "test_routes.py",
-                 "test_scaling.py", "test_transfer.py", "test_transformer.py",
-                 "test_regimes.py", "test_train.py", "test_readme.py",
-                 "test_regimes_binary.py", "test_erf_slr.py", "test_closed_form.py",
-                 "test_mutants.py")
+# Paths are relative to tests/ (tests/project/test_test_tree.py checks that each exists).
+TESTS = os.path.dirname(os.path.abspath(__file__))
+LONGEST_FIRST = ("project/test_docs.py", "sweep/test_sweep.py", "models/test_layouts.py",
+                 "experiments/test_table1.py", "experiments/test_experiments.py",
+                 "project/test_docstrings.py", "risk/test_routes.py", "analysis/test_scaling.py",
+                 "risk/test_transfer.py", "models/test_transformer.py",
+                 "analysis/test_regimes.py", "dynamics/test_train.py", "project/test_readme.py",
+                 "experiments/test_regimes_binary.py", "models/test_erf_slr.py",
+                 "dynamics/test_closed_form.py")
 
 
 def pytest_collection_modifyitems(items):
   rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: keeps the rest
+
+  def file_rank(item):
+    name = os.path.relpath(str(item.path), TESTS).replace(os.sep, "/")
+    return rank.get(name, len(rank))
+
+  items.sort(key=file_rank)   # stable: keeps the rest in collection order
