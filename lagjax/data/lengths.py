@@ -277,6 +277,17 @@ class LengthLaw(Protocol):
 
   Geometric, Fixed and ShiftedPoisson are the built-in ones; any object with these
   members is a law. Consumers that need more ask by capability (check_law, provides).
+
+  Attributes:
+    mean: E[n].
+    log_pmf: n -> log P(n), jittable.
+    sample: (key, shape) -> lengths n >= 1, jittable.
+    tail: N -> P(n > N), a Python float.
+
+  Example:
+    >>> law = lj.shifted_poisson(2.0)
+    >>> all(hasattr(law, name) for name in lj.lengths.REQUIRED), law.mean
+    (True, 3.0)
   """
 
   @property

@@ -219,11 +219,42 @@ def check_language(lang, where: str) -> Language:
 
 
 def check_alphabet(d) -> int:
+  """The alphabet size d of a family's factory, checked: an integer >= 2 (docs/theory.md §1).
+
+  Args:
+    d: the value given.
+
+  Returns:
+    d as an int.
+
+  Raises:
+    ValueError: naming the field, for anything else.
+
+  Example:
+    >>> lj.data.protocol.check_alphabet(4.0)
+    4
+  """
   return validation.check_int("alphabet size d", d, 2, integral_floats=True)
 
 
 def check_pi(d: int, pi) -> tuple[float, ...]:
-  """π as a tuple of d probabilities; None is uniform."""
+  """The token law π of a family's factory, checked: d probabilities > 0 summing to 1
+  (docs/theory.md §1); None is uniform.
+
+  Args:
+    d: the alphabet size.
+    pi: a sequence of d probabilities, or None.
+
+  Returns:
+    π as a tuple of d floats.
+
+  Raises:
+    ValueError: for a wrong shape or a value that is not a distribution.
+
+  Example:
+    >>> lj.data.protocol.check_pi(4, None)
+    (0.25, 0.25, 0.25, 0.25)
+  """
   if pi is None:
     return (1.0 / d,) * d
   pi = np.asarray(pi, dtype=np.float64)

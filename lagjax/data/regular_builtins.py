@@ -138,6 +138,9 @@ class EvenPairsLanguage(regular.RegularLanguage):
   closed form w_1 = w_n (even_pairs_label), one comparison per string instead of a scan of
   the automaton over it; both give the same labels (docs/theory.md §1c).
 
+  Attributes:
+    name, d, table, accept, start_state, pi, length: those of RegularLanguage.
+
   Example:
     >>> lang = lj.data.regular_builtins.even_pairs()
     >>> tokens, mask = jnp.array([[1, 0, 1]]), jnp.array([[True, True, True]])

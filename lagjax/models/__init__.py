@@ -1,15 +1,17 @@
 """The models lagjax trains (docs/theory.md sections 2 and 7).
 
-- `direct`: the (α, β) model of the theory, on count vectors or token batches;
+- `direct`: the (α, β) model of the theory, its forward passes on count vectors or token
+  batches; `direct_params`: its parameters (Layout, init, checks, token groups);
 - `kqv`: its over-parameterized KQV form, a parameter map onto (α, β);
 - `transformer`: a general single-layer transformer (heads, embeddings, positions);
 - `slr`: the single-location-regression model Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩;
 - `erf_slr`: Marion et al.'s erf model on the same data (section 7b);
 - `positions`: the transformer's positional terms and first/last flags.
 
-Each model module declares `GROUPS`, its parameter names mapped to "attention"
+Each model module declares `PARAM_GROUPS`, its parameter names mapped to "attention"
 or "output"; plans read that declaration (`group_labels`) to decide which
-parameters a phase trains. All share one masked softmax (`softmax`).
+parameters a phase trains. All share one masked softmax (`softmax`). A new model is one
+module here with its forward pass and its `PARAM_GROUPS`, imported below.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from lagjax.models import direct, kqv, slr, softmax, transformer
+from lagjax.models import direct, direct_params, erf_slr, kqv, positions, slr, softmax, transformer
 
 
 class Model(NamedTuple):
@@ -29,14 +31,14 @@ class Model(NamedTuple):
       (embeddings; {} when there is none).
     apply: (params, fixed, batch) -> the outputs the task's loss takes, (B,) or (B, k).
     groups: maps every trainable parameter name to "attention" or "output" (§1a), the
-      model's ``GROUPS``.
+      model's ``PARAM_GROUPS``.
 
   Example:
     >>> model = lj.models.Model(
     ...     init=lambda key: (lj.models.slr.init(key, 3), {}),
     ...     apply=lambda params, fixed, batch: lj.models.slr.apply(params, batch.inputs,
     ...                                                            batch.mask),
-    ...     groups=lj.models.slr.GROUPS)
+    ...     groups=lj.models.slr.PARAM_GROUPS)
     >>> params, fixed = model.init(jax.random.PRNGKey(0))
     >>> lj.models.group_labels(model.groups, params)
     {'kappa': 'attention', 'nu': 'output'}
@@ -52,7 +54,7 @@ def group_labels(groups: Mapping[str, str], params) -> dict:
   that a plan's phases train. Every name must be declared.
 
   Args:
-    groups: a model's ``GROUPS``, parameter name -> "attention" or "output".
+    groups: a model's ``PARAM_GROUPS``, parameter name -> "attention" or "output".
     params: a parameter dict of that model.
 
   Returns:
@@ -63,9 +65,9 @@ def group_labels(groups: Mapping[str, str], params) -> dict:
 
   Example:
     >>> params = lj.init_params(3, cls=True)
-    >>> lj.models.group_labels(lj.models.direct.GROUPS, params)
+    >>> lj.models.group_labels(lj.models.direct.PARAM_GROUPS, params)
     {'alpha': 'attention', 'beta': 'output', 'alpha_cls': 'attention', 'beta_cls': 'output'}
-    >>> lj.models.group_labels(lj.models.slr.GROUPS, params)
+    >>> lj.models.group_labels(lj.models.slr.PARAM_GROUPS, params)
     Traceback (most recent call last):
     ...
     ValueError: parameters ['alpha', 'alpha_cls', 'beta', 'beta_cls'] have no declared group; ...
@@ -76,4 +78,5 @@ def group_labels(groups: Mapping[str, str], params) -> dict:
   return {name: groups[name] for name in params}
 
 
-__all__ = ["Model", "direct", "group_labels", "kqv", "slr", "softmax", "transformer"]
+__all__ = ["Model", "direct", "direct_params", "erf_slr", "group_labels", "kqv", "positions", "slr",
+           "softmax", "transformer"]

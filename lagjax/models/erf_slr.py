@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-GROUPS = {"k": "attention", "v": "output"}
+PARAM_GROUPS = {"k": "attention", "v": "output"}
 
 
 def project_to_sphere(params):

@@ -18,7 +18,7 @@ from lagjax import validation
 
 Params = dict
 
-GROUPS = {"W_Q": "attention", "W_K": "attention", "W_V": "output", "w_o": "output"}
+PARAM_GROUPS = {"W_Q": "attention", "W_K": "attention", "W_V": "output", "w_o": "output"}
 
 
 def init_kqv(key, d: int, *, width: int | None = None, key_dim: int | None = None,

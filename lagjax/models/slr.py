@@ -18,7 +18,7 @@ from lagjax.models.softmax import masked_softmax
 
 Params = dict
 
-GROUPS = {"kappa": "attention", "nu": "output"}
+PARAM_GROUPS = {"kappa": "attention", "nu": "output"}
 
 
 def init(key, m: int, scale: float = 0.1) -> Params:
@@ -73,7 +73,7 @@ def apply(params: Params, inputs, mask=None):
     0.5
   """
   validation.require_float64("lj.models.slr.apply")
-  if not isinstance(params, dict) or set(params) != set(GROUPS):
+  if not isinstance(params, dict) or set(params) != set(PARAM_GROUPS):
     raise ValueError("SLR params must be a dict with keys 'kappa' (κ) and 'nu' (ν); got "
                      f"{sorted(params) if isinstance(params, dict) else type(params).__name__}.")
   inputs = jnp.asarray(inputs, jnp.float64)

@@ -11,7 +11,7 @@ The softmax runs over the real tokens and, when `cls`, the CLS token itself
 CLS query and a scalar output, f is the direct model f_θ of section 2 with
 α_σ = (e_cls W_Q)·(E_σ W_K)/√k and β_σ = E_σ W_V W_O readout (`to_direct`).
 
-Two parameterisations (`TransformerConfig.attention`):
+Two parameterisations (`TransformerConfig.attention`, each declared once in `ATTENTION`):
 
 - "kqv" (default): the products above from a small random init (zero is a saddle);
 - "direct": the (α, β) analogue of the theory, from zero. Each head has a score
@@ -21,7 +21,7 @@ Two parameterisations (`TransformerConfig.attention`):
   one-hot embeddings and the CLS query this is exactly f_θ with α = E u,
   β = E v (α_cls, β_cls from the CLS dimension).
 
-Parameter groups (`GROUPS`): "W_Q", "W_K" ("scores") are the attention group;
+Parameter groups (`PARAM_GROUPS`): "W_Q", "W_K" ("scores") are the attention group;
 "W_V", "W_O", "readout" ("values") and learned positions "pos" are the output group. Learned
 positions sit with the output group: like β they are per-position features,
 and keeping the attention group to W_Q, W_K makes an attention-only phase move
@@ -37,6 +37,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -44,12 +46,11 @@ import numpy as np
 
 from lagjax import validation
 from lagjax.models import positions
-from lagjax.models.positions import POSITIONAL  # noqa: F401 (re-exported: the config's choices)
 from lagjax.models.softmax import masked_softmax
 
 Params = dict
 
-GROUPS = {"W_Q": "attention", "W_K": "attention", "scores": "attention", "W_V": "output",
+PARAM_GROUPS = {"W_Q": "attention", "W_K": "attention", "scores": "attention", "W_V": "output",
           "W_O": "output", "readout": "output", "values": "output", "pos": "output"}
 
 EMBEDDINGS = ("one_hot", "random")
@@ -57,7 +58,77 @@ EMBEDDINGS = ("one_hot", "random")
 # gradients are products too; a gather's is a scatter-add, slow on CPU).
 ONE_HOT_MAX_VOCAB = 64
 QUERIES = ("cls", "last")
-ATTENTIONS = ("kqv", "direct")
+POSITIONAL = tuple(positions.POSITIONAL)   # the config's choices of positional information
+
+
+# The attention parameterisations (TransformerConfig.attention), each declared once: its
+# trainable shapes, whether it starts at zero, and the two maps every forward pass reads.
+
+
+def _kqv_shapes(config) -> dict[str, tuple[int, ...]]:
+  m, k, heads = config.dim, config.head_key_dim, config.heads
+  return {"W_Q": (heads, m, k), "W_K": (heads, m, k), "W_V": (heads, m, m),
+          "W_O": (heads, m, m), "readout": (m,) if config.outputs == 1 else (m, config.outputs)}
+
+
+def _kqv_directions(params, config, query):
+  # u_h = W_K[h] (q W_Q[h]) / √k, so no (..., H, L, k) keys are formed.
+  directions = jnp.einsum("...m,hmk,hnk->...hn", query, params["W_Q"], params["W_K"])
+  return directions / math.sqrt(config.head_key_dim)
+
+
+def _kqv_values(params, config):
+  readout = params["readout"].reshape(config.dim, config.outputs)
+  return jnp.einsum("hmv,hvn,no->hmo", params["W_V"], params["W_O"], readout)
+
+
+def _direct_shapes(config) -> dict[str, tuple[int, ...]]:
+  m, heads = config.dim, config.heads
+  scores = (heads, m) if config.query == "cls" else (heads, m, m)
+  return {"scores": scores, "values": (heads, m, config.outputs)}
+
+
+def _direct_directions(params, config, query):
+  if config.query == "cls":
+    return jnp.broadcast_to(params["scores"], query.shape[:-1] + params["scores"].shape)
+  return jnp.einsum("...m,hmn->...hn", query, params["scores"])
+
+
+def _direct_values(params, config):
+  del config
+  return params["values"]
+
+
+class Attention(NamedTuple):
+  """An attention parameterisation of the transformer (docs/theory.md §2).
+
+  Attributes:
+    shapes: config -> {name: shape} of its trainable parameters.
+    from_zero: whether `init` starts it at zero (else at scale · N(0, 1)).
+    score_directions: (params, config, query (..., m)) -> u_h per row, (..., H, m): the
+      score of position l in head h is x_l · u_h.
+    value_maps: (params, config) -> v_h, (H, m, outputs): a head's value at x_l is x_l v_h.
+
+  Example:
+    >>> attention = lj.models.transformer.ATTENTION["direct"]
+    >>> config = lj.models.transformer.TransformerConfig(vocab=2, attention="direct")
+    >>> attention.from_zero, attention.shapes(config)
+    (True, {'scores': (1, 3), 'values': (1, 3, 1)})
+  """
+
+  shapes: Callable
+  from_zero: bool
+  score_directions: Callable
+  value_maps: Callable
+
+
+ATTENTION = {
+    # W_Q, W_K, W_V, W_O, readout from a small random init (zero is a saddle)
+    "kqv": Attention(_kqv_shapes, False, _kqv_directions, _kqv_values),
+    # per-head score and value maps from zero, the theory's (α, β) analogue
+    "direct": Attention(_direct_shapes, True, _direct_directions, _direct_values),
+}
+ATTENTIONS = tuple(ATTENTION)
 
 
 def _check_int(name: str, value, minimum: int, optional: bool = False) -> None:
@@ -122,7 +193,7 @@ class TransformerConfig:
   def __post_init__(self):
     _check_int("vocab", self.vocab, 1)
     _check_choice("embedding", self.embedding, EMBEDDINGS)
-    _check_choice("positional", self.positional, tuple(positions.POSITIONAL))
+    _check_choice("positional", self.positional, POSITIONAL)
     _check_choice("query", self.query, QUERIES)
     _check_choice("attention", self.attention, ATTENTIONS)
     if self.embedding == "random" and self.width is None:
@@ -179,16 +250,9 @@ def param_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
     {'scores': (2, 4, 4), 'values': (2, 4, 1)}
   """
   _check_config(config)
-  m, k, heads = config.dim, config.head_key_dim, config.heads
-  if config.attention == "direct":
-    scores = (heads, m) if config.query == "cls" else (heads, m, m)
-    shapes = {"scores": scores, "values": (heads, m, config.outputs)}
-  else:
-    shapes = {"W_Q": (heads, m, k), "W_K": (heads, m, k), "W_V": (heads, m, m),
-              "W_O": (heads, m, m),
-              "readout": (m,) if config.outputs == 1 else (m, config.outputs)}
+  shapes = ATTENTION[config.attention].shapes(config)
   if config.positional == "learned":
-    shapes["pos"] = (config.max_len, m)
+    shapes["pos"] = (config.max_len, config.dim)
   return shapes
 
 
@@ -233,8 +297,8 @@ def _init(key, config, scale):
   arrays = {name: draw.reshape(shape) for draw, (name, shape) in zip(draws, shapes.items())}
   table = arrays.pop("table")
   # The direct parameterisation starts at zero, like θ0 = 0 of the theory.
-  params = {name: (0.0 if config.attention == "direct" else scale) * value
-            for name, value in arrays.items()}
+  factor = 0.0 if ATTENTION[config.attention].from_zero else scale
+  params = {name: factor * value for name, value in arrays.items()}
   return params, _fixed_embeddings(config, table)
 
 
@@ -408,25 +472,6 @@ def _softmax_with_cls(scores, present, multiplicity, directions, x_cls, config):
   return masked_softmax(scores, present, multiplicity)
 
 
-def _score_directions(params, config, query):
-  """u_h per row, (..., H, m): the score s_hl = x_l · u_h for every head."""
-  if config.attention == "direct":
-    if config.query == "cls":
-      return jnp.broadcast_to(params["scores"], query.shape[:-1] + params["scores"].shape)
-    return jnp.einsum("...m,hmn->...hn", query, params["scores"])
-  # u_h = W_K[h] (q W_Q[h]) / √k, so no (..., H, L, k) keys are formed.
-  directions = jnp.einsum("...m,hmk,hnk->...hn", query, params["W_Q"], params["W_K"])
-  return directions / math.sqrt(config.head_key_dim)
-
-
-def _value_maps(params, config):
-  """v_h, (H, m, outputs): a head's value at x_l is x_l v_h."""
-  if config.attention == "direct":
-    return params["values"]
-  readout = params["readout"].reshape(config.dim, config.outputs)
-  return jnp.einsum("hmv,hvn,no->hmo", params["W_V"], params["W_O"], readout)
-
-
 def _apply_tokens(params, fixed, config, tokens, present, multiplicity=None):
   """`_apply_stream` for integer tokens, without forming the (..., L, m) stream.
 
@@ -443,7 +488,7 @@ def _apply_tokens(params, fixed, config, tokens, present, multiplicity=None):
   t = config.token_dim
   table = fixed["E"]
   x_cls = _cls_stream(fixed, config)
-  value_maps = _value_maps(params, config)
+  value_maps = ATTENTION[config.attention].value_maps(params, config)
   # Parts of the stream: (tokens, has-token mask, slice of the stream they fill).
   parts = [(tokens, present, slice(0, t))]
   if config.previous_token:
@@ -469,7 +514,7 @@ def _apply_tokens(params, fixed, config, tokens, present, multiplicity=None):
     if dense is not None:
       query = query + dense[last]
     query = jnp.where(present.any(-1, keepdims=True), query, 0.0)
-  directions = _score_directions(params, config, query)
+  directions = ATTENTION[config.attention].score_directions(params, config, query)
 
   vocab = table.shape[0]
   small = vocab <= ONE_HOT_MAX_VOCAB
@@ -527,14 +572,15 @@ def _apply_stream(params, fixed, config, tokens, present, multiplicity=None):
     last = positions.last_index(present)
     query = jnp.take_along_axis(x, last[..., None, None], axis=-2)[..., 0, :]
     query = jnp.where(present.any(-1, keepdims=True), query, 0.0)
-  directions = _score_directions(params, config, query)
+  directions = ATTENTION[config.attention].score_directions(params, config, query)
   scores = jnp.einsum("...lm,...hm->...hl", x, directions)
   weights = _softmax_with_cls(scores, present, multiplicity, directions, x_cls, config)
   # Σ_l softmax_l x_l W_V = (Σ_l softmax_l x_l) W_V: average the stream first.
   attended = jnp.einsum("...hl,...lm->...hm", weights[..., : x.shape[-2]], x)
   if config.cls:
     attended = attended + weights[..., -1:] * x_cls
-  out = jnp.einsum("...hm,hmo->...o", attended, _value_maps(params, config))
+  out = jnp.einsum("...hm,hmo->...o", attended,
+                   ATTENTION[config.attention].value_maps(params, config))
   return out[..., 0] if config.outputs == 1 else out
 
 
@@ -578,8 +624,9 @@ def to_direct(params: Params, fixed: dict, config: TransformerConfig) -> Params:
     if value != wanted:
       raise ValueError(f"to_direct needs config {name} = {wanted!r} (the direct model of "
                        f"docs/theory.md section 2); got {value!r}.")
-  score_map = _score_directions(params, config, _cls_stream(fixed, config))[0]
-  value_map = _value_maps(params, config)[0, :, 0]
+  attention = ATTENTION[config.attention]
+  score_map = attention.score_directions(params, config, _cls_stream(fixed, config))[0]
+  value_map = attention.value_maps(params, config)[0, :, 0]
   direct = {"alpha": fixed["E"] @ score_map, "beta": fixed["E"] @ value_map}
   if config.cls:
     direct.update(alpha_cls=fixed["e_cls"] @ score_map, beta_cls=fixed["e_cls"] @ value_map)
