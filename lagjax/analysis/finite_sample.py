@@ -5,7 +5,7 @@ fresh strings, phase 2 one attention step of size η2 on N fresh strings, and
 phase 3 T output steps of size η3 on N fresh strings. Phase 3 is least squares
 on the empirical attention masses W (N, d) at the phase-2 scores, so with the
 empirical Gram matrix H_N = WᵀW/N and g_N = Wᵀy/N its T steps are
-closed_form.output_gd(H_N, g_N, 1, β_1, η3, T) (docs/theory.md §5), exact and
+dynamics.output_phase.output_gd(H_N, g_N, 1, β_1, η3, T) (docs/theory.md §5), exact and
 O(N d² + d³) whatever T is.
 
 One seed draws N_max strings per phase (count vectors, sampling.sample_counts_poisson)
@@ -24,7 +24,7 @@ import numpy as np
 from lagjax import validation
 from lagjax.data import languages, sampling
 from lagjax.data import partition as partition_lib
-from lagjax.dynamics import closed_form
+from lagjax.dynamics.output_phase import output_gd
 from lagjax.models import direct
 from lagjax.risk import base
 from lagjax.risk import error as error_lib
@@ -139,7 +139,8 @@ def output_phase(gram, target, beta0, eta, steps):
 
   See docs/theory.md §5 and §9d. Finite T: T steps of β ← β - η(H_N β - g_N), O(T d²) and no
   sample touched (cheaper than an eigendecomposition for T < d); T = ∞:
-  closed_form.output_gd's eigendecomposition. The two agree (tests/analysis/test_scaling.py).
+  dynamics.output_phase.output_gd's eigendecomposition. The two agree
+  (tests/analysis/test_scaling.py).
 
   Args:
     gram: H_N (d, d).
@@ -161,7 +162,7 @@ def output_phase(gram, target, beta0, eta, steps):
     [1.0, 1.0]
   """
   if math.isinf(steps):
-    return closed_form.output_gd(gram, target, jnp.ones(gram.shape[0]), beta0, eta, steps)
+    return output_gd(gram, target, jnp.ones(gram.shape[0]), beta0, eta, steps)
   return jax.lax.fori_loop(0, int(steps), lambda _, beta: beta - eta * (gram @ beta - target),
                            beta0)
 

@@ -47,7 +47,7 @@ from lagjax import linalg, validation
 from lagjax import risk as risk_lib
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
-from lagjax.dynamics import closed_form
+from lagjax.dynamics import output_phase
 from lagjax.models import kqv
 from lagjax.risk import moments as moments_lib
 
@@ -158,8 +158,8 @@ def _moments(static: _Static, problem: _Problem, alpha):
 
 def _first_steps(static: _Static, problem: _Problem):
   """(v, a1, a2): β1 = η1 v and α = η2 (η1 a1 + η1² a2) from θ0 = 0, with
-  ∂R/∂α = Bβ + ½ C[β, β] at α = 0 (closed_form.zero_score_constants)."""
-  _, target, linear, quadratic = closed_form.zero_score_constants(
+  ∂R/∂α = Bβ + ½ C[β, β] at α = 0 (output_phase.zero_score_constants)."""
+  _, target, linear, quadratic = output_phase.zero_score_constants(
       lambda a: _moments(static, problem, a), problem.metric.shape[0])
   v = target / problem.metric
   a1 = -(linear @ v) / problem.metric
@@ -175,17 +175,17 @@ def _scaled_top_eigenvalue(hessian, metric):
 def _final_risk(static: _Static, problem: _Problem, alpha, beta1, eta3, steps):
   """Exact squared risk after `steps` output steps of size η3 from β1 at fixed α."""
   hessian, target = _moments(static, problem, alpha)
-  beta = closed_form.output_gd(hessian, target, problem.metric, beta1, eta3, steps)
-  return closed_form.quadratic_risk(hessian, target, beta)
+  beta = output_phase.output_gd(hessian, target, problem.metric, beta1, eta3, steps)
+  return output_phase.quadratic_risk(hessian, target, beta)
 
 
 def _limit_beta(static: _Static, problem: _Problem, alpha):
   """(argmin_β R(α, β) on the range of H, min value): phase 3 at T = ∞, contracting step."""
   hessian, target = _moments(static, problem, alpha)
   eta = 1.0 / _scaled_top_eigenvalue(hessian, problem.metric)
-  beta = closed_form.output_gd(hessian, target, problem.metric, jnp.zeros_like(target), eta,
+  beta = output_phase.output_gd(hessian, target, problem.metric, jnp.zeros_like(target), eta,
                                jnp.inf)
-  return beta, closed_form.quadratic_risk(hessian, target, beta)
+  return beta, output_phase.quadratic_risk(hessian, target, beta)
 
 
 def _limit_risk(static: _Static, problem: _Problem, alpha):
@@ -294,12 +294,12 @@ def _steps_needed(static, problem, v, a1, a2, eta1, eta2, eta3, eps):
     alpha, beta1 = _alpha_beta(v, a1, a2, eta1, eta2)
     hessian, target = _moments(static, problem, alpha)
     stable = eta3 * _scaled_top_eigenvalue(hessian, problem.metric) < 2.0
-    limit = closed_form.quadratic_risk(hessian, target, closed_form.output_gd(
+    limit = output_phase.quadratic_risk(hessian, target, output_phase.output_gd(
         hessian, target, problem.metric, beta1, eta3, jnp.inf))
 
     def above(t):
-      beta = closed_form.output_gd(hessian, target, problem.metric, beta1, eta3, t)
-      return closed_form.quadratic_risk(hessian, target, beta) - limit > eps
+      beta = output_phase.output_gd(hessian, target, problem.metric, beta1, eta3, t)
+      return output_phase.quadratic_risk(hessian, target, beta) - limit > eps
 
     hi = jax.lax.while_loop(lambda t: above(t) & (t < 2.0**62), lambda t: 2.0 * t,
                             jnp.asarray(1.0))

@@ -4,7 +4,8 @@
 - `runner`: the one training loop (divergence rule, record grids);
 - `trajectory`: the one run record every engine returns (`Trajectory`);
 - `train`: plans on a language with exact population or empirical gradients;
-- `closed_form`: output phases in closed form, O(1)-in-T plans;
+- `output_phase`: the output phase in closed form, the attention gradient at α = 0 (§4-5);
+- `closed_form`: the closed-form engine, O(1)-in-T plans;
 - `engines`: the engine contract (supports, build) over closed_form and train;
 - `task_train`: plans on sampled tasks;
 - `erf_train`: exact projected GD of the erf SLR model (section 7b);
@@ -16,6 +17,7 @@ from lagjax.dynamics import (
     engines,
     erf_train,
     metrics,
+    output_phase,
     plans,
     runner,
     task_train,
@@ -23,5 +25,5 @@ from lagjax.dynamics import (
     trajectory,
 )
 
-__all__ = ["closed_form", "engines", "erf_train", "metrics", "plans", "runner", "task_train",
-           "train", "trajectory"]
+__all__ = ["closed_form", "engines", "erf_train", "metrics", "output_phase", "plans", "runner",
+           "task_train", "train", "trajectory"]

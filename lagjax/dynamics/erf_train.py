@@ -1,7 +1,7 @@
 """Exact projected GD of Marion et al.'s erf model on the SLR task (docs/theory.md §7b).
 
 `train_erf` runs any plan through the one training loop (lagjax.dynamics.runner) on
-the exact population objective of lagjax.risk.erf_slr, keeping k and v on the unit
+the exact population objective of lagjax.risk.erf_gaussian, keeping k and v on the unit
 sphere (lagjax.models.erf_slr). Its run is the one run record, a Trajectory
 (lagjax/dynamics/trajectory.py), with k as the attention group and v as the output group.
 """
@@ -17,7 +17,7 @@ from lagjax import models
 from lagjax.dynamics import runner
 from lagjax.dynamics.trajectory import Trajectory
 from lagjax.models import erf_slr
-from lagjax.risk import erf_slr as erf_risk
+from lagjax.risk import erf_gaussian as erf_risk
 from lagjax.tasks import base
 
 
@@ -75,7 +75,7 @@ def train_erf(task: base.Task, plan, lam, params0, *, record_every: int = 1,
             "k_overlap": params["k"] @ k_star, "v_overlap": params["v"] @ v_star}
 
   loop = runner.make_loop(plan.slots(), functools.partial(models.group_labels,
-                                                            erf_slr.GROUPS),
+                                                            erf_slr.PARAM_GROUPS),
                             lambda key: step_objective, record,
                             num_steps=plan.total_steps, record_every=record_every,
                             max_value=max_risk, constrain=erf_slr.project_to_sphere)

@@ -21,7 +21,9 @@ learning rate 1 and scaled afterwards, which equals optax's own learning-rate
 scaling for every optimizer built as chain(..., scale_by_learning_rate(η)).
 
 `PLANS` maps each named plan to its `PlanSpec`: the group of each phase and the
-step-size name feeding it; `PlanSpec.build` builds any named plan uniformly.
+step-size name feeding it; `PlanSpec.build` builds any named plan uniformly. Consumers
+read the registry (`plan_names`, `step_size_names`, `PlanSpec.step_sizes`,
+`PlanSpec.step_size_groups`) instead of restating it.
 
 (Longer than most modules: a plan's phases, its data form, its optax
 transformation and the registry of named plans are one concept, read together.)
@@ -41,7 +43,9 @@ import optax
 
 from lagjax import validation
 
-GROUPS = ("attention", "output", "both")
+# What a phase can train (Phase.group): not a model's GROUPS, which map parameter names to
+# the groups "attention" and "output".
+TRAINED_GROUPS = ("attention", "output", "both")
 _TRAINS = {"attention": (True, False), "output": (False, True), "both": (True, True)}
 
 
@@ -118,8 +122,8 @@ class Phase:
   objective: Population | Empirical = Population()
 
   def __post_init__(self):
-    if self.group not in GROUPS:
-      raise ValueError(f"Phase group must be one of {GROUPS}; got {self.group!r}.")
+    if self.group not in TRAINED_GROUPS:
+      raise ValueError(f"Phase group must be one of {TRAINED_GROUPS}; got {self.group!r}.")
     if not callable(self.eta):
       eta = float(self.eta)
       if not (math.isfinite(eta) and eta >= 0):
@@ -147,7 +151,7 @@ class PlanState(NamedTuple):
 
   Example:
     >>> plan = lj.plans.three_phase(1.0, 1.0, 1.0, 2)
-    >>> labels = lambda p: lj.models.group_labels(lj.models.direct.GROUPS, p)
+    >>> labels = lambda p: lj.models.group_labels(lj.models.direct.PARAM_GROUPS, p)
     >>> state = plan.transformation(labels).init({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)})
     >>> int(state.count), len(state.inner)
     (0, 3)
@@ -161,19 +165,19 @@ class PlanData(NamedTuple):
   """A plan's arrays, one entry per slot (traceable and vmappable; "plans as data", §5).
 
   Attributes:
-    lengths: (S,) steps L_i of each slot (0 for a padding slot).
+    steps: (S,) the number of steps L_i of each slot (0 for a padding slot).
     etas: (S,) step size of each slot (ignored where the slot has a schedule).
     trains: (S, 2) whether each slot trains the attention and the output group.
 
   Example:
     >>> data = lj.plans.three_phase(1.0, 2.0, 3.0, 5).data(num_slots=4)
-    >>> data.lengths.tolist(), data.etas.tolist()
+    >>> data.steps.tolist(), data.etas.tolist()
     ([1, 1, 5, 0], [1.0, 2.0, 3.0, 0.0])
     >>> data.trains.tolist()
     [[False, True], [True, False], [False, True], [False, False]]
   """
 
-  lengths: jax.Array
+  steps: jax.Array
   etas: jax.Array
   trains: jax.Array
 
@@ -201,7 +205,7 @@ class Slot:
   objective: Population | Empirical = Population()
 
 
-def phase_index(step, lengths):
+def phase_index(step, slot_steps):
   """Index of the slot active at global `step`: phase(t) = #{i : t ≥ L_1 + … + L_i} (§5).
 
   Clipped to the last slot. Zero-length slots are never active: searchsorted passes over
@@ -209,7 +213,7 @@ def phase_index(step, lengths):
 
   Args:
     step: the global step t (an int, or an int array of steps, possibly traced).
-    lengths: (S,) slot lengths L_i.
+    slot_steps: (S,) the number of steps L_i of each slot (PlanData.steps).
 
   Returns:
     The index of the active slot, an int array of the shape of `step`.
@@ -219,7 +223,7 @@ def phase_index(step, lengths):
     >>> lj.plans.phase_index(jnp.arange(6), [1, 0, 3]).tolist()
     [0, 2, 2, 2, 2, 2]
   """
-  ends = jnp.cumsum(jnp.asarray(lengths))
+  ends = jnp.cumsum(jnp.asarray(slot_steps))
   return jnp.minimum(jnp.searchsorted(ends, step, side="right"), ends.shape[0] - 1)
 
 
@@ -294,7 +298,7 @@ class Plan:
     padding = _num_slots(self, num_slots) - len(self.phases)
     etas = np.nan_to_num(self.etas) if etas is None else etas
     return PlanData(
-        lengths=jnp.asarray([p.steps for p in self.phases] + [0] * padding),
+        steps=jnp.asarray([p.steps for p in self.phases] + [0] * padding),
         etas=jnp.concatenate([jnp.asarray(etas, jnp.float64), jnp.zeros(padding)]),
         trains=jnp.asarray([_TRAINS[p.group] for p in self.phases] + [(False, False)] * padding))
 
@@ -303,7 +307,7 @@ class Plan:
 
     Args:
       labels: params -> {name: "attention" | "output"} (a model's declared groups, e.g.
-        functools.partial(lagjax.models.group_labels, lagjax.models.direct.GROUPS)).
+        functools.partial(lagjax.models.group_labels, lagjax.models.direct.PARAM_GROUPS)).
       etas: optional (#phases,) step sizes replacing the constant ones (may be traced).
 
     Returns:
@@ -341,7 +345,7 @@ def transformation(slots: Sequence[Slot], data: PlanData,
 
   Example:
     >>> plan = lj.plans.three_phase(0.5, 2.0, 0.5, 1)
-    >>> labels = lambda p: lj.models.group_labels(lj.models.direct.GROUPS, p)
+    >>> labels = lambda p: lj.models.group_labels(lj.models.direct.PARAM_GROUPS, p)
     >>> tx = lj.plans.transformation(plan.slots(), plan.data(), labels)
     >>> grads = {"alpha": jnp.ones(2), "beta": jnp.ones(2)}
     >>> state = tx.init(grads)
@@ -353,14 +357,14 @@ def transformation(slots: Sequence[Slot], data: PlanData,
     [-2.0, -2.0] [0.0, 0.0]
   """
   directions = [slot.optimizer(learning_rate=1.0) for slot in slots]
-  starts = jnp.concatenate([jnp.zeros(1, jnp.asarray(data.lengths).dtype),
-                            jnp.cumsum(data.lengths)])
+  starts = jnp.concatenate([jnp.zeros(1, jnp.asarray(data.steps).dtype),
+                            jnp.cumsum(data.steps)])
 
   def init_fn(params):
     return PlanState(jnp.zeros([], jnp.int64), tuple(d.init(params) for d in directions))
 
   def update_fn(updates, state, params=None):
-    index = phase_index(state.count, data.lengths)
+    index = phase_index(state.count, data.steps)
     local_step = state.count - starts[index]
     group = labels(updates)
 
@@ -419,15 +423,35 @@ class PlanSpec:
     """The plan's distinct step-size names, in order of first use."""
     return tuple(dict.fromkeys(self.eta_names))
 
+  def step_size_groups(self) -> dict[str, str]:
+    """{step-size name: the group of the phases it feeds} ("attention", "output" or "both").
+
+    Returns:
+      One entry per name of `step_sizes`, in that order.
+
+    Raises:
+      ValueError: if one step-size name feeds phases of different groups.
+
+    Example:
+      >>> lj.plans.get_plan("three_phase").step_size_groups()
+      {'eta1': 'output', 'eta2': 'attention', 'eta3': 'output'}
+    """
+    groups = {}
+    for name, group in zip(self.eta_names, self.groups):
+      if groups.setdefault(name, group) != group:
+        raise ValueError(f"plan {self.name!r}: step size {name!r} feeds the groups "
+                         f"{groups[name]!r} and {group!r}.")
+    return groups
+
   def build(self, etas: Mapping[str, float] | Sequence[float], steps: int, *,
             phase_steps: Sequence[int] | None = None, objectives=None,
             **phase_options) -> Plan:
-    """The plan with these step sizes (by name, or in `step_sizes` order) and lengths.
+    """The plan with these step sizes (by name, or in `step_sizes` order) and phase steps.
 
     Args:
       etas: step sizes, a mapping over `step_sizes` or a sequence in that order.
-      steps: length of the last phase.
-      phase_steps: lengths of the phases before the last (default 1 each).
+      steps: the steps of the last phase.
+      phase_steps: the steps of the phases before the last (default 1 each).
       objectives: optional objective of each phase (else phase_options' or Population()).
       **phase_options: Phase fields shared by every phase (optimizer, objective).
 
@@ -448,7 +472,7 @@ class PlanSpec:
     if len(earlier) != len(self.groups) - 1:
       raise ValueError(f"plan {self.name!r} takes phase_steps for its first "
                        f"{len(self.groups) - 1} phases; got {phase_steps!r}.")
-    lengths = (*earlier, steps)
+    steps_per_phase = (*earlier, steps)
     if objectives is not None:
       objectives = tuple(objectives)
       if len(objectives) != len(self.groups):
@@ -459,7 +483,7 @@ class PlanSpec:
       options = dict(phase_options)
       if objectives is not None:
         options["objective"] = objectives[i]
-      phases.append(Phase(group, etas[eta_name], lengths[i], **options))
+      phases.append(Phase(group, etas[eta_name], steps_per_phase[i], **options))
     return Plan(tuple(phases), self.name)
 
   def __call__(self, *etas_then_steps, **options) -> Plan:
@@ -474,6 +498,34 @@ PLANS: dict[str, PlanSpec] = {spec.name: spec for spec in (
     PlanSpec("output_only", ("output",), ("eta",)),
     PlanSpec("attention_only", ("attention",), ("eta",)),
 )}
+
+
+def plan_names() -> tuple[str, ...]:
+  """The names of the registered plans (keys of PLANS, in registry order; §5).
+
+  Returns:
+    The names, a tuple.
+
+  Example:
+    >>> lj.plans.plan_names()
+    ('joint', 'three_phase', 'attention_first', 'output_only', 'attention_only')
+  """
+  return tuple(PLANS)
+
+
+def step_size_names() -> tuple[str, ...]:
+  """Every step-size name of the registered plans (§5): the per-phase names ("eta1", …)
+  in order, then the shared "eta".
+
+  Returns:
+    The distinct names of every PlanSpec's `step_sizes`, a tuple.
+
+  Example:
+    >>> lj.plans.step_size_names()
+    ('eta1', 'eta2', 'eta3', 'eta')
+  """
+  names = {name for spec in PLANS.values() for name in spec.step_sizes}
+  return tuple(sorted(names, key=lambda name: (name == "eta", name)))
 
 
 def get_plan(name: str) -> PlanSpec:
@@ -607,21 +659,18 @@ def output_only(eta, steps: int, **phase_options) -> Plan:
 
 
 def attention_only(eta, steps: int, **phase_options) -> Plan:
-  """attention_only(η, T): the attention group α alone, T steps of size η (§5).
-
-  From θ0 = 0 it never moves: with β = 0 the attention gradient is exactly 0 (§4).
+  """attention_only(η, T), the counterpart of `output_only`: the attention group α alone,
+  T steps of size η (§5). From θ0 = 0 it never moves: with β = 0 the attention gradient
+  is exactly 0 (§4).
 
   Args:
-    eta: the step size η.
-    steps: T.
-    **phase_options: Phase fields (optimizer, objective).
+    eta, steps, **phase_options: η, T and the Phase fields, as for `output_only`.
 
   Returns:
     The one-phase Plan "attention_only".
 
   Example:
-    >>> plan = lj.plans.attention_only(1.0, 10)
-    >>> plan.phases[0].trains("attention"), plan.phases[0].trains("output")
-    (True, False)
+    >>> [(phase.group, phase.eta, phase.steps) for phase in lj.plans.attention_only(1.0, 10).phases]
+    [('attention', 1.0, 10)]
   """
   return PLANS["attention_only"].build([eta], steps, **phase_options)

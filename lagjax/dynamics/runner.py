@@ -280,7 +280,7 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
     objective: key -> (params, step, phase) -> (value, grads).
     record: params -> dict of arrays: "risk", "alpha" and "beta" become the Trajectory's
       fields of those names (None when absent), the others its `records`.
-    num_steps: length of the scan; the plan's own total Σ data.lengths may be shorter
+    num_steps: length of the scan; the plan's own total Σ data.steps may be shorter
       (the remaining steps are skipped), never longer.
     record_every: record every this many steps (and at the end).
     record_steps: the record grid instead (sorted steps from 0 to num_steps, e.g.
@@ -300,7 +300,7 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
 
   Example:
     >>> # Output GD with η = 1/2 on R(β) = ½‖β - 1‖² from β = 0: β_t = 1 - 2^-t.
-    >>> labels = lambda p: lj.models.group_labels(lj.models.direct.GROUPS, p)
+    >>> labels = lambda p: lj.models.group_labels(lj.models.direct.PARAM_GROUPS, p)
     >>> risk = lambda p: 0.5 * jnp.sum((p["beta"] - 1.0) ** 2)
     >>> objective = lambda key: lambda p, t, phase: jax.value_and_grad(risk)(p)
     >>> record = lambda p: {"risk": risk(p), "beta": p["beta"][0], "beta_sum": p["beta"].sum()}
@@ -332,13 +332,13 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
   def run(params0, key, data: plans.PlanData) -> Trajectory:
     step_objective = objective(key)
     tx = plans.transformation(slots, data, labels)
-    total = jnp.sum(data.lengths)
+    total = jnp.sum(data.steps)
 
     def step(carry, t):
       params, state, diverged, _ = carry
 
       def do_step(_):
-        value, grads = step_objective(params, t, plans.phase_index(t, data.lengths))
+        value, grads = step_objective(params, t, plans.phase_index(t, data.steps))
         updates, new_state = tx.update(grads, state, params)
         new_params = optax.apply_updates(params, updates)
         if constrain is not None:

@@ -57,10 +57,9 @@ def make_task_runner(task, model: models.Model, slots: Sequence[plans.Slot], *, 
 
   Example:
     >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
-    >>> model = lj.models.Model(
-    ...     lambda key: (lj.init_params(3), {}),
-    ...     lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
-    ...     lj.models.direct.GROUPS)
+    >>> apply = lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask)
+    >>> model = lj.models.Model(lambda key: (lj.init_params(3), {}), apply,
+    ...                         lj.models.direct.PARAM_GROUPS)
     >>> plan = lj.plans.joint(1.0, 2)
     >>> run = lj.task_train.make_task_runner(task, model, plan.slots(), num_steps=2,
     ...                                      batch_size=4, record_every=1, test_size=8)
@@ -122,14 +121,13 @@ def make_batched_runner(task, model: models.Model, slots: Sequence[plans.Slot], 
 
   Example:
     >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
-    >>> model = lj.models.Model(
-    ...     lambda key: (lj.init_params(3), {}),
-    ...     lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
-    ...     lj.models.direct.GROUPS)
+    >>> apply = lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask)
+    >>> model = lj.models.Model(lambda key: (lj.init_params(3), {}), apply,
+    ...                         lj.models.direct.PARAM_GROUPS)
     >>> # Two step sizes of one plan: stack their PlanData rows, one row per run.
     >>> plans = [lj.plans.output_only(eta, 2) for eta in (0.5, 1.0)]
     >>> data = jax.tree_util.tree_map(lambda *rows: jnp.stack(rows), *(p.data() for p in plans))
-    >>> data.etas.tolist(), data.lengths.tolist()
+    >>> data.etas.tolist(), data.steps.tolist()
     ([[0.5], [1.0]], [[2], [2]])
     >>> runs = lj.task_train.make_batched_runner(task, model, plans[0].slots(), num_steps=2,
     ...                                          batch_size=4, record_every=2, test_size=8)
@@ -161,10 +159,9 @@ def make_grid_runner(task, model: models.Model, slots: Sequence[plans.Slot], **o
 
   Example:
     >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
-    >>> model = lj.models.Model(
-    ...     lambda key: (lj.init_params(3), {}),
-    ...     lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
-    ...     lj.models.direct.GROUPS)
+    >>> apply = lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask)
+    >>> model = lj.models.Model(lambda key: (lj.init_params(3), {}), apply,
+    ...                         lj.models.direct.PARAM_GROUPS)
     >>> # C = 2 plans with the same slots (one optimizer and objective each), S = 3 seeds.
     >>> plans = [lj.plans.joint(0.5, 2), lj.plans.attention_only(0.5, 2)]
     >>> plans[0].slots() == plans[1].slots()
@@ -198,10 +195,9 @@ def train_task(task, model: models.Model, plan: plans.Plan, key, *, num_seeds: i
 
   Example:
     >>> task = lj.tasks.get_task("occurrence", d=3, max_len=4)
-    >>> model = lj.models.Model(
-    ...     lambda key: (lj.init_params(3), {}),
-    ...     lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
-    ...     lj.models.direct.GROUPS)
+    >>> apply = lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask)
+    >>> model = lj.models.Model(lambda key: (lj.init_params(3), {}), apply,
+    ...                         lj.models.direct.PARAM_GROUPS)
     >>> run = lj.task_train.train_task(task, model, lj.plans.joint(1.0, 2), jax.random.key(0),
     ...                                num_seeds=2, batch_size=4, record_every=1, test_size=8)
     >>> run.steps.tolist()

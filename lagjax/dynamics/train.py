@@ -143,7 +143,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
   error_report, error_route = error_lib.best_route(lang, partition, error_samples,
                                                    layout=layout)
   letters = lang.margin_letters()
-  groups = kqv.GROUPS if kqv_form else direct.GROUPS
+  groups = kqv.PARAM_GROUPS if kqv_form else direct.PARAM_GROUPS
 
   def per_token(grads):
     """Gradient w.r.t. one token's parameter: tied gradient / group size (docs/theory.md 3b)."""

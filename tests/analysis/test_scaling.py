@@ -15,9 +15,10 @@ import pytest  # noqa: E402
 import lagjax as lj  # noqa: E402
 from experiments import scaling_protocol as experiment  # noqa: E402
 from experiments.configs import scaling as scaling_config  # noqa: E402
-from lagjax import closed_form, finite_sample, metrics, scaling  # noqa: E402
+from lagjax import finite_sample, metrics, scaling  # noqa: E402
 from lagjax import partition as partition_lib  # noqa: E402
 from lagjax.data import sampling  # noqa: E402
+from lagjax.dynamics import output_phase  # noqa: E402
 from lagjax.risk import laplace  # noqa: E402
 
 EPSILON = 1e-3
@@ -132,7 +133,7 @@ def test_poisson_count_sampler_matches_the_length_law():
 
 
 def test_gram_recurrence_equals_the_closed_form():
-  """Phase 3 by T steps on the Gram matrix equals closed_form.output_gd (eigenbasis), and
+  """Phase 3 by T steps on the Gram matrix equals output_phase.output_gd (eigenbasis), and
   T = ∞ is the least-squares solution; agreement to 1e-12 (roundoff of 300 matvecs)."""
   rng = np.random.default_rng(0)
   masses = rng.dirichlet(np.ones(6), size=40)
@@ -140,7 +141,7 @@ def test_gram_recurrence_equals_the_closed_form():
   gram, target = jnp.asarray(masses.T @ masses / 40), jnp.asarray(masses.T @ labels / 40)
   beta0 = jnp.asarray(rng.normal(size=6))
   looped = finite_sample.output_phase(gram, target, beta0, 1.0, 300)
-  closed = closed_form.output_gd(gram, target, jnp.ones(6), beta0, 1.0, 300)
+  closed = output_phase.output_gd(gram, target, jnp.ones(6), beta0, 1.0, 300)
   np.testing.assert_allclose(looped, closed, rtol=0, atol=1e-12)
   limit = finite_sample.output_phase(gram, target, beta0, 1.0, math.inf)
   np.testing.assert_allclose(gram @ limit, target, rtol=0, atol=1e-10)

@@ -3,7 +3,7 @@ section 5) against step-by-step gradient descent, and the three-phase entry poin
 
 (Analytic values used as oracles for the risk routes are in test_analytic_oracles.py.)
 
-closed_form.output_gd diagonalizes D^{-1/2} H D^{-1/2} once and raises each
+output_phase.output_gd diagonalizes D^{-1/2} H D^{-1/2} once and raises each
 eigen-coordinate's contraction to the power T; the loops below apply
 β ← β - η D^{-1}(Hβ - g) T times. Both are exact arithmetic on the same
 quadratic, so they differ only by float64 roundoff: the eigendecomposition
@@ -23,12 +23,13 @@ import pytest
 
 import lagjax as lj
 from lagjax import closed_form
+from lagjax.dynamics import output_phase
 
 TOL = 1e-10
 # Compiled once per problem size and type of T (int, or float for T = ∞): called eagerly,
 # output_gd compiles its ~100 primitives one by one for every new size.
-output_gd = jax.jit(closed_form.output_gd)
-quadratic_risk = jax.jit(closed_form.quadratic_risk)
+output_gd = jax.jit(output_phase.output_gd)
+quadratic_risk = jax.jit(output_phase.quadratic_risk)
 
 
 def random_problem(seed):
@@ -210,7 +211,7 @@ def test_closed_form_rejects_plans_it_cannot_simulate():
 
 
 # ---------------------------------------------------------------------------
-# The risk in a form that cannot cancel (closed_form.quadratic_risk).
+# The risk in a form that cannot cancel (output_phase.quadratic_risk).
 # ---------------------------------------------------------------------------
 
 

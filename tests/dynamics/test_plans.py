@@ -321,8 +321,8 @@ def test_phase_index_clips_to_the_last_phase_and_skips_empty_slots():
   """phase_index: the slot active at a global step, clipped to the last slot past the end;
   zero-length slots are never active (docstring). Integer searchsorted: exact.
   Kills: the clip at ends.shape[0] + 1 instead of - 1."""
-  lengths = np.array([2, 0, 3])
-  got = [int(lj.plans.phase_index(step, lengths)) for step in range(8)]
+  slot_steps = np.array([2, 0, 3])
+  got = [int(lj.plans.phase_index(step, slot_steps)) for step in range(8)]
   assert got == [0, 0, 2, 2, 2, 2, 2, 2]
   plan = lj.plans.three_phase(0.1, 0.2, 0.3, 4)
   assert [int(plan.phase_index(step)) for step in (0, 1, 2, 5, 6, 50)] == [0, 1, 2, 2, 2, 2]
@@ -353,10 +353,10 @@ def test_plan_padding_to_num_slots():
   #phases."""
   plan = lj.plans.three_phase(0.1, 0.2, 0.3, 4)
   assert len(plan.slots(3)) == 3
-  np.testing.assert_array_equal(plan.data(3).lengths, [1, 1, 4])
+  np.testing.assert_array_equal(plan.data(3).steps, [1, 1, 4])
   slots, data = plan.slots(5), plan.data(5)
   assert len(slots) == 5 and slots[3] == slots[4] == slots[2]
-  np.testing.assert_array_equal(data.lengths, [1, 1, 4, 0, 0])
+  np.testing.assert_array_equal(data.steps, [1, 1, 4, 0, 0])
   np.testing.assert_array_equal(data.etas, [0.1, 0.2, 0.3, 0.0, 0.0])
   assert data.trains.shape == (5, 2) and not np.asarray(data.trains)[3:].any()
   with pytest.raises(ValueError, match="num_slots"):

@@ -23,7 +23,7 @@ def apply(params, fixed, batch):
   return lj.forward_tokens(params, batch.inputs, batch.mask)
 
 
-MODEL = models.Model(init, apply, models.direct.GROUPS)
+MODEL = models.Model(init, apply, models.direct.PARAM_GROUPS)
 
 
 def test_online_sgd_learns_occurrence():

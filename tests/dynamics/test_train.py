@@ -80,7 +80,7 @@ def laplace_floor(lang):
   def floor(alpha):
     hessian, target = moments({"alpha": alpha})
     beta = jnp.linalg.lstsq(hessian, target)[0]
-    return lj.closed_form.quadratic_risk(hessian, target, beta)
+    return lj.dynamics.output_phase.quadratic_risk(hessian, target, beta)
 
   return float(floor(jnp.zeros(partition.num_groups)))
 
