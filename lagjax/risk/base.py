@@ -1,20 +1,30 @@
-"""What every risk route returns (docs/theory.md section 3); the losses are lagjax/losses.py."""
+"""The route contract: what every route declares (`RouteSpec`) and returns (`Route`).
+
+docs/theory.md section 3. A route is one class: it declares the language capability it
+needs, the losses, the layouts and the quantities it gives (QUANTITIES: the risk, the
+moments (H, g) of the closed forms, the 0-1 error), and builds with one signature. The
+registry (lagjax/risk/registry.py) holds one instance of each, and every consumer asks it.
+The losses are lagjax/losses.py.
+"""
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from lagjax.data import languages
 from lagjax.losses import (  # noqa: F401 (the routes read the losses through this module)
-    LOSSES,
-    get_loss,
-    logistic_loss,
-    squared_loss,
-    zero_one_error,
+  LOSSES,
+  get_loss,
+  logistic_loss,
+  squared_loss,
+  zero_one_error,
 )
+from lagjax.models import direct
 
 
 class Route(NamedTuple):
@@ -24,10 +34,13 @@ class Route(NamedTuple):
   training differentiates, `report` what records and tests read.
 
   Attributes:
-    name (str): "laplace", "lattice", "transfer" or "sampled".
-    risk (Callable): params -> scalar risk R(θ); jittable and differentiable.
-    report (Callable): params -> dict of the risk and the route's diagnostics (0-1 error,
-      certified truncation bound, standard error, quadrature coverage, ...).
+    name (str): the route's name in the registry ("laplace", "lattice", "transfer",
+      "sampled", "threshold", "automaton", ...).
+    risk (Callable): params -> scalar risk R(θ); jittable and differentiable. None for a
+      route that gives only the 0-1 error.
+    report (Callable): params -> dict of the quantities the route gives ("risk", "error")
+      and its diagnostics (certified bounds "risk_bound", "error_bound", standard error,
+      quadrature coverage, ...).
     partition (object): the Partition whose token groups index the parameters.
 
   Example:
@@ -37,9 +50,124 @@ class Route(NamedTuple):
   """
 
   name: str
-  risk: Callable
+  risk: Callable | None
   report: Callable
   partition: object
+
+
+# What a route may give: the risk R(θ), the moments (H, g) of the attention masses at fixed
+# scores (docs/theory.md §5), the 0-1 error P(sign f ≠ y).
+QUANTITIES = ("risk", "moments", "error")
+
+
+class RouteSpec(abc.ABC):
+  """The contract of a route (docs/theory.md §3): what it supports and how it is built.
+
+  A route is one subclass that declares, as class attributes, what it needs and gives, and
+  implements `build`; routes that give the moments also `attention_moments`. An instance
+  entered in the registry (`lj.risk.register`) is all a new route takes: "auto", the eager
+  conveniences, the moments, the closed forms and the error records find it there.
+
+  Attributes:
+    name (str): the registry name.
+    capability (type): the language capability it needs (languages.PresenceLabels,
+      AutomatonLabels, ...); None for any language.
+    capability_use (str): what the capability gives the route, named in the refusal.
+    losses (tuple): the losses it is exact for; None for any loss.
+    any_layout (bool): whether it also computes the last-token query and the position
+      tables (§2b); else only the plain model (CLS query, no position tables).
+    provides (frozenset): the QUANTITIES it gives.
+    exact (bool): exact (with a certified or quadrature bound) rather than a Monte Carlo
+      estimate; only exact routes are taken by "auto".
+    quadrature (bool): it integrates in x = log t on the merged windows of
+      risk/quadrature.py, so the eager conveniences size its grid to θ (num_points).
+
+  Example:
+    >>> spec = lj.risk.ROUTES["laplace"]
+    >>> spec.exact, spec.any_layout, sorted(spec.provides)
+    (True, False, ['moments', 'risk'])
+    >>> spec.supports(lj.occurrence(4), loss="logistic")
+    "route 'laplace' is exact for loss 'squared' only; got loss 'logistic'"
+  """
+
+  name: ClassVar[str]
+  capability: ClassVar[type | None] = None
+  capability_use: ClassVar[str] = ""
+  losses: ClassVar[tuple[str, ...] | None] = None
+  any_layout: ClassVar[bool] = False
+  provides: ClassVar[frozenset] = frozenset({"risk"})
+  exact: ClassVar[bool] = True
+  quadrature: ClassVar[bool] = False
+
+  def supports(self, lang, *, quantity: str = "risk", loss="squared",
+               layout: direct.Layout = direct.PLAIN, partition=None,
+               tol: float = 1e-12) -> str | None:
+    """None if the route gives `quantity` for (lang, loss, layout[, partition, tol]), else one
+    line saying what is missing (§1b, §3): the quantity, the layout, the loss, the language
+    capability, then the route's own limits, in that order.
+
+    Args:
+      lang: the language.
+      quantity: one of QUANTITIES.
+      loss: the loss of the risk.
+      layout: the model's parts, direct.Layout (§2b).
+      partition: the token groups of the parameters (the error routes' limits need them).
+      tol: the probability mass an exact route may leave out.
+
+    Returns:
+      None, or one line saying what is missing.
+
+    Example:
+      >>> pairs = lj.data.regular_builtins.even_pairs()
+      >>> print(lj.risk.ROUTES["transfer"].supports(pairs))
+      None
+      >>> print(lj.risk.ROUTES["transfer"].supports(lj.occurrence(4)))
+      occurrence(d=4, letters=(0,)) does not declare AutomatonLabels (a DFA that decides the label)
+    """
+    if quantity not in self.provides:
+      gives = " and ".join(sorted(self.provides))
+      return f"route {self.name!r} gives the {gives}, not the {quantity}"
+    if not (layout.plain or self.any_layout):
+      return (f"route {self.name!r} computes the plain model (CLS query, no position tables); "
+              f"got query {layout.query!r}, positions {layout.positions!r}")
+    if self.losses is not None and loss not in self.losses:
+      exact_for = " or ".join(repr(each) for each in self.losses)
+      return f"route {self.name!r} is exact for loss {exact_for} only; got loss {loss!r}"
+    if self.capability is not None:
+      reason = languages.missing(lang, self.capability, self.capability_use)
+      if reason is not None:
+        return reason
+    return self.limits(lang, quantity=quantity, loss=loss, layout=layout, partition=partition,
+                       tol=tol)
+
+  def limits(self, lang, *, quantity: str, loss, layout: direct.Layout, partition,
+             tol: float) -> str | None:
+    """The route's own limits beyond its declarations (a table or an enumeration that must
+    fit), as one line; None where it fits. Called by `supports` with the same arguments."""
+    del lang, quantity, loss, layout, partition, tol
+    return None
+
+  @abc.abstractmethod
+  def build(self, lang, partition=None, *, loss="squared",
+            layout: direct.Layout = direct.PLAIN, key=None, **options) -> Route:
+    """Builds the route once for (lang, partition, loss, layout): the one build signature.
+
+    Args:
+      lang: the language (§1b).
+      partition: token groups of tied parameters; None means one group per token.
+      loss: "squared", "logistic" or a callable (f, y) -> ℓ.
+      layout: the model's parts, direct.Layout (§2b).
+      key: PRNG key (the sampled route's sample).
+      **options: the route's own options (quadrature step and nodes, tol, n_samples, ...).
+
+    Returns:
+      A Route.
+    """
+
+  def attention_moments(self, lang, partition=None, *, cls: bool = False, **options):
+    """params -> (H, g) = (E[W Wᵀ], E[y W]) of the token-group attention masses (§5), for the
+    routes that give the "moments"."""
+    raise NotImplementedError(f"route {self.name!r} does not give the moments (H, g)")
 
 
 def squared_risk(mean_yf, mean_f2):

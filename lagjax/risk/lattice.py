@@ -101,101 +101,120 @@ def log_weights(counts: np.ndarray, group_masses: np.ndarray,
   return np.asarray(law.log_pmf(n)) + multinomial + counts @ np.log(group_masses)
 
 
-def supports(lang: languages.Language, loss) -> str | None:
-  """None if this route is exact for (lang, loss) (any loss), else what is missing (§1b, §3b).
-
-  Args:
-    lang: the language; it must declare PresenceLabels.
-    loss: the loss (any).
-
-  Returns:
-    None, or one line saying what is missing.
+class LatticeRoute(base.RouteSpec):
+  """The lattice route (docs/theory.md §3b): the risk of any loss and the exact 0-1 error of
+  the plain model on languages with PresenceLabels, by enumerating count vectors, each with
+  its certified bound.
 
   Example:
-    >>> print(lj.risk.lattice.supports(lj.occurrence(4), "logistic"))
+    >>> route = lj.risk.ROUTES["lattice"]
+    >>> print(route.supports(lj.occurrence(4), loss="logistic"))
     None
-    >>> lj.risk.lattice.supports(lj.data.regular_builtins.even_pairs(), "squared")
+    >>> route.supports(lj.data.regular_builtins.even_pairs())
     'even_pairs(d=2, states=5) does not declare PresenceLabels (labels from token counts)'
   """
-  del loss
-  return languages.missing(lang, languages.PresenceLabels, "labels from token counts")
+
+  name = "lattice"
+  capability = languages.PresenceLabels
+  capability_use = "labels from token counts"
+  provides = frozenset({"risk", "error"})
+
+  def limits(self, lang, *, quantity, loss, layout, partition, tol) -> str | None:
+    """The 0-1 error is taken here only where the enumeration fits MAX_VECTORS (the risk
+    route refuses a larger one when built, naming the remedies)."""
+    del loss, layout
+    if quantity != "error":
+      return None
+    size = num_count_vectors(partition.num_groups,
+                             lengths_lib.truncation_length(lang.length, tol / 2))
+    if size > MAX_VECTORS:
+      return f"route 'lattice' would enumerate {size:,} count vectors, over {MAX_VECTORS:,}"
+    return None
+
+  def build(self, lang: languages.Language, partition: partition_lib.Partition | None = None, *,
+            loss="squared", layout: direct.Layout = direct.PLAIN, key=None,
+            tol: float = 1e-12, max_vectors: int = MAX_VECTORS) -> base.Route:
+    """Builds the lattice risk on grouped parameters (docs/theory.md §3b).
+
+    R = Σ_c weight(c) ℓ(f(c), y(c)) over the kept count vectors, and
+    ``|R - R_kept| <= (P(n > N) + dropped) · sup ℓ`` (report["risk_bound"]).
+
+    Args:
+      lang: the language; the partition must refine `partition.of_language(lang)`.
+      partition: groups of tied tokens; None means one group per token.
+      loss: "squared", "logistic" or a callable (f, y) -> ℓ.
+      layout: the plain model's layout (the route reads the CLS scalars from params).
+      key: unused.
+      tol: the probability mass left out: the length tail P(n > N) <= tol/2 plus
+        the lightest count vectors, dropped while their total weight is <= tol/2.
+      max_vectors: refuse enumerations larger than this.
+
+    Returns:
+      A Route; report(params) gives risk, exact 0-1 error and the certified bounds.
+
+    Example:
+      At θ = 0, f ≡ 0: the logistic loss is log 2 on every string, and every string is a
+      0-1 error (sign 0 counts as one):
+
+      >>> lang = lj.occurrence(4)
+      >>> route = lj.risk.ROUTES["lattice"].build(lang, lj.partition.of_language(lang),
+      ...                                         loss="logistic")
+      >>> out = jax.jit(route.report)({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)})
+      >>> round(float(out["risk"]), 6), round(float(out["error"]), 6)
+      (0.693147, 1.0)
+      >>> bool(out["risk_bound"] < 1e-12), int(out["n_max"])
+      (True, 70)
+    """
+    del layout, key
+    partition = partition or partition_lib.singletons(lang.d)
+    if not 0 < tol < 1:
+      raise ValueError(f"tol must lie in (0, 1); got {tol!r}.")
+    n_max = lengths_lib.truncation_length(lang.length, tol / 2)
+    size = num_count_vectors(partition.num_groups, n_max)
+    if size > max_vectors:
+      raise ValueError(
+          f"lattice route needs {size:,} count vectors (G = {partition.num_groups} groups, lengths "
+          f"up to N = {n_max} for tail {tol:g}), more than max_vectors = {max_vectors:,}. Tie the "
+          "parameters in fewer groups, raise tol, or use route='laplace' (squared loss) or "
+          "route='sampled'."
+      )
+    base_partition = partition_lib.of_language(lang)
+    if len({tuple(base_partition.index[list(b)]) for b in partition.blocks}) and any(
+        len(set(base_partition.index[list(b)])) > 1 for b in partition.blocks):
+      raise ValueError("partition must refine the language's partition (lj.partition.of_language).")
+    counts_np = count_vectors(partition.num_groups, n_max)
+    weights_np = np.exp(log_weights(counts_np, partition.masses(lang.pi), lang.length))
+    # Most count vectors are far in the multinomial tails; dropping the lightest ones
+    # whose total mass is <= tol/2 keeps the bound certified (their mass joins the tail).
+    order = np.argsort(weights_np)
+    dropped = np.cumsum(weights_np[order]) <= tol / 2
+    keep = np.sort(order[~dropped])
+    dropped_mass = float(weights_np[order[dropped]].sum())
+    counts_np, weights = counts_np[keep], jnp.asarray(weights_np[keep])
+    # Labels depend on presence only: put each group's presence on its first token.
+    presence = np.zeros((counts_np.shape[0], lang.d), dtype=np.int8)
+    presence[:, [b[0] for b in partition.blocks]] = counts_np > 0
+    labels = jnp.asarray(lang.label_counts(presence))
+    counts = jnp.asarray(counts_np, dtype=jnp.float64)
+    tail = lang.length.tail(n_max) + dropped_mass
+    loss_fn = base.get_loss(loss)
+
+    def outputs(params):
+      return direct.forward_counts(params, counts)
+
+    def risk(params):
+      return weights @ loss_fn(outputs(params), labels)
+
+    def report(params):
+      f = outputs(params)
+      max_abs_beta = jnp.abs(direct.stack(params, "beta")).max()
+      return {"risk": weights @ loss_fn(f, labels),
+              "error": weights @ base.zero_one_error(f, labels),
+              "risk_bound": tail * base.loss_bound(loss_fn, max_abs_beta),
+              "error_bound": tail, "n_max": n_max}
+
+    return base.Route(self.name, risk, report, partition)
 
 
-def build(lang: languages.Language, partition: partition_lib.Partition | None = None, *,
-          loss="squared", tol: float = 1e-12, max_vectors: int = MAX_VECTORS) -> base.Route:
-  """Builds the lattice risk on grouped parameters (docs/theory.md §3b).
-
-  R = Σ_c weight(c) ℓ(f(c), y(c)) over the kept count vectors, and
-  ``|R - R_kept| <= (P(n > N) + dropped) · sup ℓ`` (report["risk_bound"]).
-
-  Args:
-    lang: the language; the partition must refine `partition.of_language(lang)`.
-    partition: groups of tied tokens; None means one group per token.
-    loss: "squared", "logistic" or a callable (f, y) -> ℓ.
-    tol: the probability mass left out: the length tail P(n > N) <= tol/2 plus
-      the lightest count vectors, dropped while their total weight is <= tol/2.
-    max_vectors: refuse enumerations larger than this.
-
-  Returns:
-    A Route; report(params) gives risk, exact 0-1 error and the certified bound.
-
-  Example:
-    At θ = 0, f ≡ 0: the logistic loss is log 2 on every string, and every string is a
-    0-1 error (sign 0 counts as one):
-
-    >>> lang = lj.occurrence(4)
-    >>> route = lj.risk.lattice.build(lang, lj.partition.of_language(lang), loss="logistic")
-    >>> out = jax.jit(route.report)({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)})
-    >>> round(float(out["risk"]), 6), round(float(out["error"]), 6)
-    (0.693147, 1.0)
-    >>> bool(out["risk_bound"] < 1e-12), int(out["n_max"])
-    (True, 70)
-  """
-  partition = partition or partition_lib.singletons(lang.d)
-  if not 0 < tol < 1:
-    raise ValueError(f"tol must lie in (0, 1); got {tol!r}.")
-  n_max = lengths_lib.truncation_length(lang.length, tol / 2)
-  size = num_count_vectors(partition.num_groups, n_max)
-  if size > max_vectors:
-    raise ValueError(
-        f"lattice route needs {size:,} count vectors (G = {partition.num_groups} groups, lengths "
-        f"up to N = {n_max} for tail {tol:g}), more than max_vectors = {max_vectors:,}. Tie the "
-        "parameters in fewer groups, raise tol, or use route='laplace' (squared loss) or "
-        "route='sampled'."
-    )
-  base_partition = partition_lib.of_language(lang)
-  if len({tuple(base_partition.index[list(b)]) for b in partition.blocks}) and any(
-      len(set(base_partition.index[list(b)])) > 1 for b in partition.blocks):
-    raise ValueError("partition must refine the language's partition (lj.partition.of_language).")
-  counts_np = count_vectors(partition.num_groups, n_max)
-  weights_np = np.exp(log_weights(counts_np, partition.masses(lang.pi), lang.length))
-  # Most count vectors are far in the multinomial tails; dropping the lightest ones
-  # whose total mass is <= tol/2 keeps the bound certified (their mass joins the tail).
-  order = np.argsort(weights_np)
-  dropped = np.cumsum(weights_np[order]) <= tol / 2
-  keep = np.sort(order[~dropped])
-  dropped_mass = float(weights_np[order[dropped]].sum())
-  counts_np, weights = counts_np[keep], jnp.asarray(weights_np[keep])
-  # Labels depend on presence only: put each group's presence on its first token.
-  presence = np.zeros((counts_np.shape[0], lang.d), dtype=np.int8)
-  presence[:, [b[0] for b in partition.blocks]] = counts_np > 0
-  labels = jnp.asarray(lang.label_counts(presence))
-  counts = jnp.asarray(counts_np, dtype=jnp.float64)
-  tail = lang.length.tail(n_max) + dropped_mass
-  loss_fn = base.get_loss(loss)
-
-  def outputs(params):
-    return direct.forward_counts(params, counts)
-
-  def risk(params):
-    return weights @ loss_fn(outputs(params), labels)
-
-  def report(params):
-    f = outputs(params)
-    max_abs_beta = jnp.abs(direct.stack(params, "beta")).max()
-    return {"risk": weights @ loss_fn(f, labels),
-            "error": weights @ base.zero_one_error(f, labels),
-            "risk_bound": tail * base.loss_bound(loss_fn, max_abs_beta),
-            "error_bound": tail, "n_max": n_max}
-
-  return base.Route("lattice", risk, report, partition)
+__all__ = ["MAX_VECTORS", "LatticeRoute", "count_vectors", "log_weights",
+           "num_count_vectors"]

@@ -27,7 +27,7 @@ import numpy as np
 
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
-from lagjax.risk import laplace, transfer
+from lagjax.risk import laplace, quadrature, registry
 
 # One quadrature window bound per factor e^16 of the mean length, so that every d up to
 # ~9e6 shares one compiled function (extra nodes only add accuracy).
@@ -43,8 +43,8 @@ class Grid:
 
   Attributes:
     cls (bool): whether the scores carry the CLS token last.
-    left (float): each window's left extent (at least laplace.window_left).
-    width (int): points per window, laplace.window_width at that left.
+    left (float): each window's left extent (at least quadrature.window_left).
+    width (int): points per window, quadrature.window_width at that left.
     num_points (int): the static number of quadrature nodes.
 
   Example:
@@ -84,21 +84,18 @@ class Problem(NamedTuple):
   metric: jax.Array    # (G[+1],) token-group sizes (1 for CLS)
 
 
-# The exact routes that give (H, g) for any scores, in the order "auto" tries them.
-MOMENT_ROUTES = {"laplace": laplace, "transfer": transfer}
-
-
 def moments_route(lang: languages.Language) -> str:
-  """The first route of MOMENT_ROUTES exact for lang's squared risk (§3a, §3d).
+  """The first exact route of the registry that gives the moments of lang's squared risk
+  (registry.first_supporting with quantity "moments"; §3a, §3d).
 
   Args:
     lang: the language (§1b).
 
   Returns:
-    "laplace" (PresenceLabels) or "transfer" (AutomatonLabels).
+    "laplace" (PresenceLabels) or "transfer" (AutomatonLabels) among the built-in routes.
 
   Raises:
-    ValueError: in one line with each route's reason, when neither is exact.
+    ValueError: in one line with each route's reason, when none is exact.
 
   Example:
     >>> lj.risk.moments.moments_route(lj.occurrence(4))
@@ -106,12 +103,11 @@ def moments_route(lang: languages.Language) -> str:
     >>> lj.risk.moments.moments_route(lj.data.regular_builtins.even_pairs())
     'transfer'
   """
-  reasons = {name: module.supports(lang, "squared") for name, module in MOMENT_ROUTES.items()}
-  for name, reason in reasons.items():
-    if reason is None:
-      return name
-  raise ValueError("the moments of the attention masses need an exact route: "
-                   + "; ".join(reasons.values()) + ".")
+  name, reasons = registry.first_supporting(lang, quantity="moments")
+  if name is None:
+    raise ValueError("the moments of the attention masses need an exact route: "
+                     + "; ".join(reasons.values()) + ".")
+  return name
 
 
 def _check_presence(lang) -> None:
@@ -146,7 +142,7 @@ def moments_fn(lang: languages.Language, partition: partition_lib.Partition | No
     >>> np.round(np.asarray(g), 6).tolist()
     [0.25, -0.25]
   """
-  return MOMENT_ROUTES[moments_route(lang)].attention_moments(lang, partition, cls=cls)
+  return registry.ROUTES[moments_route(lang)].attention_moments(lang, partition, cls=cls)
 
 
 def problem(lang: languages.Language, index: np.ndarray, cls: bool) -> tuple[Grid, Problem]:
@@ -177,8 +173,8 @@ def problem(lang: languages.Language, index: np.ndarray, cls: bool) -> tuple[Gri
   masses = supports[:, first] * np.bincount(index, weights=lang.pi_array)[None, :]
   log_mean = max(math.log(max(lang.length.mean, 1.0)), 0.0)
   left = 38.0 + LOG_MEAN_BUCKET * math.ceil(max(log_mean, 1e-9) / LOG_MEAN_BUCKET)
-  width = laplace.window_width(lang, left=left)
-  grid = Grid(cls, left, width, laplace.default_num_points(sizes.size + int(cls), width))
+  width = quadrature.window_width(lang, left=left)
+  grid = Grid(cls, left, width, quadrature.default_num_points(sizes.size + int(cls), width))
   metric = np.concatenate([sizes, [1.0]]) if cls else sizes
   return grid, Problem(masses, coefs, lang.length, metric)
 
@@ -211,5 +207,5 @@ def moments(grid: Grid, problem: Problem, alpha):
     470 [0.125, -0.125]
   """
   return laplace.group_moments(alpha, problem.masses, problem.coefs, problem.law, cls=grid.cls,
-                               step=laplace.STEP, left=grid.left, width=grid.width,
+                               step=quadrature.STEP, left=grid.left, width=grid.width,
                                num_points=grid.num_points)

@@ -155,72 +155,83 @@ def _chunk_sums(partition: partition_lib.Partition, loss_fn, params, batch: Batc
   return batch.weight @ jnp.stack([losses, losses**2, errors, errors**2], axis=1)
 
 
-def supports(lang: languages.Language, loss) -> str | None:
-  """The sampled route reads only label_tokens, which every Language has (§1b, §3c).
-
-  Args:
-    lang: the language.
-    loss: the loss (any).
-
-  Returns:
-    None, since every language and loss is supported.
+class SampledRoute(base.RouteSpec):
+  """The sampled route (docs/theory.md §3c): a Monte Carlo estimate of the risk of any loss
+  and of the 0-1 error, with standard errors, for every language (it reads only
+  label_tokens) and every layout. Not exact, so "auto" never takes it.
 
   Example:
-    >>> print(lj.risk.sampled.supports(lj.occurrence(4), "logistic"))
+    >>> route = lj.risk.ROUTES["sampled"]
+    >>> print(route.supports(lj.occurrence(4), loss="logistic"))
     None
+    >>> route.exact, route.any_layout
+    (False, True)
   """
-  del lang, loss
-  return None
+
+  name = "sampled"
+  any_layout = True
+  provides = frozenset({"risk", "error"})
+  exact = False
+
+  def build(self, lang: languages.Language, partition: partition_lib.Partition | None = None, *,
+            loss="squared", layout: direct.Layout = direct.PLAIN, key=None,
+            n_samples: int = 10**5) -> base.Route:
+    """Builds a Monte Carlo risk on a fixed sample of n_samples strings.
+
+    The sample is drawn once, so risk(params) is a deterministic, differentiable
+    empirical risk; report(params) adds its standard error and the 0-1 error
+    (docs/theory.md §3c)::
+
+      R̂ = (1/N) Σ_j ℓ_j,          SE = √( (mean(ℓ²) - R̂²) / (N - 1) )
+
+    Args:
+      lang: the language (§1b).
+      partition: token groups of tied parameters; None means one group per token.
+      loss: "squared", "logistic" or a callable (f, y) -> ℓ.
+      layout: unused (the route reads every layout from params).
+      key: PRNG key of the sample (required).
+      n_samples: N, the strings drawn.
+
+    Returns:
+      A Route whose report(params) gives risk, stderr, error, error_stderr and n_samples;
+      it takes params of any layout (§2b).
+
+    Raises:
+      ValueError: without a key.
+
+    Example:
+      At θ = 0 every string's squared loss is ½ and every string is a 0-1 error (sign 0
+      counts as one), so both standard errors are 0:
+
+      >>> lang = lj.occurrence(4, length=lj.fixed(3))
+      >>> route = lj.risk.ROUTES["sampled"].build(lang, lj.partition.of_language(lang),
+      ...                                         key=jax.random.key(0), n_samples=100)
+      >>> report = route.report({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)})
+      >>> [round(float(report[k]), 6) for k in ("risk", "stderr", "error", "error_stderr")]
+      [0.5, 0.0, 1.0, 0.0]
+    """
+    del layout
+    if key is None:
+      raise ValueError("route 'sampled' needs a PRNG key: risk_fn(..., key=jax.random.key(0)).")
+    partition = partition or partition_lib.singletons(lang.d)
+    batches = sample_batches(key, lang, n_samples)
+    total = float(sum(float(b.weight.sum()) for b in batches))
+    loss_fn = base.get_loss(loss)
+
+    def sums(params):
+      return sum(_chunk_sums(partition, loss_fn, params, batch) for batch in batches) / total
+
+    def risk(params):
+      return sums(params)[0]
+
+    def report(params):
+      mean, mean_sq, error, error_sq = sums(params)
+      stderr = jnp.sqrt(jnp.maximum(mean_sq - mean**2, 0.0) / (total - 1))
+      error_stderr = jnp.sqrt(jnp.maximum(error_sq - error**2, 0.0) / (total - 1))
+      return {"risk": mean, "stderr": stderr, "error": error, "error_stderr": error_stderr,
+              "n_samples": int(total)}
+
+    return base.Route(self.name, risk, report, partition)
 
 
-def build(key, lang: languages.Language, partition: partition_lib.Partition | None = None, *,
-          loss="squared", n_samples: int = 10**5) -> base.Route:
-  """Builds a Monte Carlo risk on a fixed sample of n_samples strings.
-
-  The sample is drawn once, so risk(params) is a deterministic, differentiable
-  empirical risk; report(params) adds its standard error and the 0-1 error
-  (docs/theory.md §3c)::
-
-    R̂ = (1/N) Σ_j ℓ_j,          SE = √( (mean(ℓ²) - R̂²) / (N - 1) )
-
-  Args:
-    key: PRNG key of the sample.
-    lang: the language (§1b).
-    partition: token groups of tied parameters; None means one group per token.
-    loss: "squared", "logistic" or a callable (f, y) -> ℓ.
-    n_samples: N, the strings drawn.
-
-  Returns:
-    A Route whose report(params) gives risk, stderr, error, error_stderr and n_samples;
-    it takes params of any layout (§2b).
-
-  Example:
-    At θ = 0 every string's squared loss is ½ and every string is a 0-1 error (sign 0
-    counts as one), so both standard errors are 0:
-
-    >>> lang = lj.occurrence(4, length=lj.fixed(3))
-    >>> route = lj.risk.sampled.build(jax.random.key(0), lang, lj.partition.of_language(lang),
-    ...                               n_samples=100)
-    >>> report = route.report({"alpha": jnp.zeros(2), "beta": jnp.zeros(2)})
-    >>> [round(float(report[k]), 6) for k in ("risk", "stderr", "error", "error_stderr")]
-    [0.5, 0.0, 1.0, 0.0]
-  """
-  partition = partition or partition_lib.singletons(lang.d)
-  batches = sample_batches(key, lang, n_samples)
-  total = float(sum(float(b.weight.sum()) for b in batches))
-  loss_fn = base.get_loss(loss)
-
-  def sums(params):
-    return sum(_chunk_sums(partition, loss_fn, params, batch) for batch in batches) / total
-
-  def risk(params):
-    return sums(params)[0]
-
-  def report(params):
-    mean, mean_sq, error, error_sq = sums(params)
-    stderr = jnp.sqrt(jnp.maximum(mean_sq - mean**2, 0.0) / (total - 1))
-    error_stderr = jnp.sqrt(jnp.maximum(error_sq - error**2, 0.0) / (total - 1))
-    return {"risk": mean, "stderr": stderr, "error": error, "error_stderr": error_stderr,
-            "n_samples": int(total)}
-
-  return base.Route("sampled", risk, report, partition)
+__all__ = ["CHUNK", "Batch", "SampledRoute", "bucket_length", "sample_batches"]

@@ -1,4 +1,4 @@
-"""The 0-1 error routes and the choice among them (lagjax/risk/error.py, docs/theory.md §3).
+"""The 0-1 error routes and the choice among them (lagjax/risk/error.py, threshold.py, §3).
 
 These tests close blind spots of the issue-17 mutation campaign
 (docs/results/mutation/campaign.md): each kills the surviving mutant named in its docstring and
@@ -14,6 +14,19 @@ from lagjax.data import lengths as lengths_lib
 from lagjax.risk import error as error_lib
 from lagjax.risk import lattice
 
+THRESHOLD = lj.risk.ROUTES["threshold"]
+LATTICE = lj.risk.ROUTES["lattice"]
+
+
+def threshold_error(lang, partition, params):
+  """The threshold route's (error, certified tail bound) at params."""
+  report = jax.jit(THRESHOLD.build(lang, partition).report)(params)
+  return report["error"], report["error_bound"]
+
+
+def threshold_applies(lang, partition) -> bool:
+  return THRESHOLD.supports(lang, quantity="error", partition=partition) is None
+
 
 def test_threshold_error_route_equals_the_lattice_error():
   """The threshold 0-1 error route (binomial count law of the letters, O(N)) equals the
@@ -25,28 +38,28 @@ def test_threshold_error_route_equals_the_lattice_error():
   lang = lj.any_of(5, (0, 1), length=lj.geometric(0.3))  # uniform π: π_L = 0.4
   partition = lj.partition.of_language(lang)
   params = {"alpha": np.array([0.3, -0.2]), "beta": np.array([1.0, -0.8])}
-  value, tail = jax.jit(error_lib.build(lang, partition))(params)
-  report = jax.jit(lattice.build(lang, partition, tol=1e-12).report)(params)
+  value, tail = threshold_error(lang, partition, params)
+  report = jax.jit(LATTICE.build(lang, partition, tol=1e-12).report)(params)
   assert 0.05 < float(report["error"]) < 0.95
   assert abs(float(value) - float(report["error"])) <= (float(tail) + float(report["error_bound"])
                                                         + 1e-12)
 
 
 def test_threshold_error_route_needs_the_letters_as_one_of_two_groups():
-  """error.supports: the threshold route applies on two token groups exactly when one of them
-  is L, the letters (docstring: "on the two token groups L and the rest"); a two-group
+  """ThresholdRoute.supports: the threshold route applies on two token groups exactly when one
+  of them is L, the letters (docstring: "on the two token groups L and the rest"); a two-group
   partition that splits L is refused, by supports and by build (ValueError, as its docstring
   says), and choose falls through to the lattice. Exact: booleans.
   Kills: `set(b) != set(letters)` in supports (true for any two-group partition, since a
   split never equals L; build then dies on StopIteration, not ValueError)."""
   lang = lj.any_of(5, (0, 1), length=lj.geometric(0.3))
-  assert error_lib.supports(lang, lj.partition.of_language(lang))
+  assert threshold_applies(lang, lj.partition.of_language(lang))
   for blocks in (((0, 2), (1, 3, 4)), ((0,), (1, 2, 3, 4))):
     split = lj.partition.Partition(blocks)
-    assert not error_lib.supports(lang, split)
+    assert not threshold_applies(lang, split)
     assert error_lib.choose(lang, split) == "lattice"
     with pytest.raises(ValueError, match="threshold error route"):
-      error_lib.build(lang, split)
+      THRESHOLD.build(lang, split)
 
 
 def test_error_choose_picks_the_lattice_only_where_the_lattice_builds():
@@ -63,7 +76,7 @@ def test_error_choose_picks_the_lattice_only_where_the_lattice_builds():
       lattice.MAX_VECTORS
   assert error_lib.choose(lang, partition, tol) != "lattice"
   with pytest.raises(ValueError, match="max_vectors"):
-    lattice.build(lang, partition, tol=tol)
+    LATTICE.build(lang, partition, tol=tol)
 
 
 def test_best_route_uses_the_route_choose_picks():
@@ -79,18 +92,18 @@ def test_best_route_uses_the_route_choose_picks():
   assert name == "threshold"
   params = {"alpha": np.array([0.3, -0.2]), "beta": np.array([1.0, -0.8])}
   assert float(jax.jit(report)(params)["error"]) == float(
-      jax.jit(error_lib.build(lang, partition))(params)[0])
+      threshold_error(lang, partition, params)[0])
   lang = lj.all_of(3, (0, 1), length=lj.geometric(0.5))
   singletons = lj.partition.singletons(3)
   report, name = error_lib.best_route(lang, singletons)
   assert name == "lattice"
   params = {"alpha": np.array([0.3, -0.2, 0.1]), "beta": np.array([1.0, -0.8, 0.5])}
   assert float(jax.jit(report)(params)["error"]) == float(
-      jax.jit(lattice.build(lang, singletons).report)(params)["error"])
+      jax.jit(LATTICE.build(lang, singletons).report)(params)["error"])
 
 
 def test_threshold_error_route_tabulates_lengths_up_to_4096():
-  """The threshold route tabulates the binomial CDFs for n <= N <= error.MAX_TABLE_LENGTH =
+  """The threshold route tabulates the binomial CDFs for n <= N <= threshold.MAX_TABLE_LENGTH =
   4096 (docs/theory.md §3): fixed length 4096 takes it, fixed length 4097 does not (today
   choose gives None there: the lattice would need C(4099, 2) - 1 = 8,398,850 count vectors
   on two groups, over lattice.MAX_VECTORS, so best_route samples) and build refuses it.
@@ -99,4 +112,4 @@ def test_threshold_error_route_tabulates_lengths_up_to_4096():
   assert error_lib.choose(fits, lj.partition.of_language(fits)) == "threshold"
   assert error_lib.choose(over, lj.partition.of_language(over)) != "threshold"
   with pytest.raises(ValueError, match="tabulates lengths up to 4096"):
-    error_lib.build(over, lj.partition.of_language(over))
+    THRESHOLD.build(over, lj.partition.of_language(over))

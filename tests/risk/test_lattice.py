@@ -38,6 +38,6 @@ def test_lattice_max_vectors_refuses_only_larger_enumerations():
   tol = 1e-12
   n_max = lengths_lib.truncation_length(lang.length, tol / 2)
   size = lattice.num_count_vectors(3, n_max)
-  lattice.build(lang, tol=tol, max_vectors=size)
+  lj.risk.ROUTES["lattice"].build(lang, tol=tol, max_vectors=size)
   with pytest.raises(ValueError, match="max_vectors"):
-    lattice.build(lang, tol=tol, max_vectors=size - 1)
+    lj.risk.ROUTES["lattice"].build(lang, tol=tol, max_vectors=size - 1)

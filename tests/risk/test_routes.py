@@ -278,17 +278,17 @@ def test_population_risk_matches_oracle(d, kind, cls):
   theta = random_theta(d, 20, cls)
   expected = oracle(d, kind, theta)
   auto = lj.population_risk(lang, theta)
-  assert auto.route == "laplace"
+  assert auto.risk_route == "laplace" and auto.error_route is None
   assert auto.details["grid_covered"]
   assert abs(auto.value - expected["squared"]) < RISK_TOL
   lattice = lj.population_risk(lang, theta, route="lattice")
-  assert lattice.route == "lattice"
+  assert lattice.risk_route == "lattice"
   assert abs(lattice.value - expected["squared"]) < RISK_TOL + lattice.details["risk_bound"]
   logistic = lj.population_risk(lang, theta, loss="logistic")
-  assert logistic.route == "lattice"
+  assert logistic.risk_route == "lattice"
   assert abs(logistic.value - expected["logistic"]) < RISK_TOL + logistic.details["risk_bound"]
   error = lj.error_rate(lang, theta)
-  assert error.route == "lattice"
+  assert error.error_route == "lattice" and error.risk_route is None
   assert abs(error.value - expected["error"]) < RISK_TOL + error.details["error_bound"]
 
 
@@ -427,7 +427,8 @@ def test_lattice_weights_and_certified_tail_sum_to_one(name, lang, grouped):
   up to <= 1: the sum errs by < 1e-14 (observed <= 9e-16).
   """
   partition = lj.partition.of_language(lang) if grouped else lj.partition.singletons(lang.d)
-  route = lj.risk.lattice.build(lang, partition, loss=lambda f, y: jnp.ones_like(f), tol=0.2)
+  route = lj.risk.ROUTES["lattice"].build(lang, partition, loss=lambda f, y: jnp.ones_like(f),
+                                          tol=0.2)
   zeros = jnp.zeros(partition.num_groups)
   report = jax.jit(route.report)({"alpha": zeros, "beta": zeros})
   assert 0 < float(report["error_bound"]) <= 0.2, name

@@ -26,7 +26,7 @@ def test_sampled_report_is_the_sample_mean_and_standard_error():
   lang = lj.occurrence(3, 0, length=lj.geometric(0.3))
   params = {"alpha": np.array([0.5, -0.2, 0.1]), "beta": np.array([1.5, -0.7, 0.2])}
   key, n = jax.random.key(3), 64
-  route = sampled.build(key, lang, n_samples=n)
+  route = lj.risk.ROUTES["sampled"].build(lang, key=key, n_samples=n)
   report = route.report(params)
   losses, errors = [], []
 

@@ -27,7 +27,9 @@ from lagjax.data import partition as partition_lib
 from lagjax.data import regular
 from lagjax.data import regular_builtins as rb
 from lagjax.dynamics import engines
-from lagjax.risk import automaton_error, laplace, transfer
+from lagjax.risk import laplace, quadrature, transfer
+
+TRANSFER = lj.risk.ROUTES["transfer"]
 
 TOL = 1e-12
 
@@ -80,7 +82,7 @@ MAX_LENGTH = {2: 10, 3: 6}
 # One window wide enough for every fixed length up to 10, so one compiled function per
 # language serves every n (Fixed(n).matrix_pgf takes a traced n).
 LEFT = 38.0 + np.log(10.0)
-WIDTH = laplace.window_width(None, left=LEFT)   # (the language only sets the default left)
+WIDTH = quadrature.window_width(None, left=LEFT)   # (the language only sets the default left)
 # random_params draws every score in [-3, 3], so the window centers α_max - α_g lie within
 # 6/h = 24 lattice steps of each other and the merged windows need at most WIDTH + 25 nodes
 # (asserted through `covered`). Slots past those have weight 0, so these nodes and weights
@@ -106,7 +108,7 @@ def fixed_length_risk(base, cls: bool):
 
 def _value_and_grad(params, law, automaton):
   def risk(theta):
-    mean_f, mean_f2, _, covered = transfer.moments(theta, automaton, law, step=laplace.STEP,
+    mean_f, mean_f2, _, covered = transfer.moments(theta, automaton, law, step=quadrature.STEP,
                                                    left=LEFT, width=WIDTH,
                                                    num_points=NUM_POINTS)
     return transfer.squared_risk_of(mean_f, mean_f2)[0], covered
@@ -195,16 +197,16 @@ def occurrence_family(kind: str):
 def occurrence_width() -> int:
   """One window width for the three languages (the widest: E[n] differs a little), so one
   compilation of the transfer route serves them all."""
-  return max(laplace.window_width(occurrence_family(kind)[0]) for kind in OCCURRENCE_KINDS)
+  return max(quadrature.window_width(occurrence_family(kind)[0]) for kind in OCCURRENCE_KINDS)
 
 
 @functools.partial(jax.jit, static_argnames=("width", "num_points"))
 def occurrence_transfer_value_and_grad(params, automaton, law, left, width, num_points):
-  """(risk, grad) of the transfer route (transfer.build's moments) on an automaton as arrays,
+  """(risk, grad) of the transfer route (TransferRoute.build's moments) on an automaton as arrays,
   padded to 4 states, with a traced length law and window start `left`."""
   def risk(theta):
-    mean_f, mean_f2, _, _ = transfer.moments(theta, automaton, law, step=laplace.STEP, left=left,
-                                             width=width, num_points=num_points)
+    mean_f, mean_f2, _, _ = transfer.moments(theta, automaton, law, step=quadrature.STEP,
+                                             left=left, width=width, num_points=num_points)
     return transfer.squared_risk_of(mean_f, mean_f2)[0]
   return jax.value_and_grad(risk)(params)
 
@@ -226,14 +228,15 @@ def test_occurrence_family_as_automata_equals_the_laplace_route(kind, cls):
   if cls:
     params.update(alpha_cls=jnp.asarray(1.5), beta_cls=jnp.asarray(-0.4))
   windows = 3 + int(cls)
-  points = laplace.window_width(presence) * windows
-  assert laplace.points_needed(presence, params) <= points
+  points = quadrature.window_width(presence) * windows
+  assert quadrature.points_needed(presence, params) <= points
   padded = padded_automaton(automaton, 4)
   width = occurrence_width()
   value, grads = occurrence_transfer_value_and_grad(
-      params, padded, automaton.length, laplace.window_left(automaton), width, windows * width)
+      params, padded, automaton.length, quadrature.window_left(automaton), width, windows * width)
   expected, expected_grads = jax.jit(jax.value_and_grad(
-      laplace.build(presence, cls=cls, num_points=points).risk))(params)
+      lj.risk.ROUTES["laplace"].build(presence, layout=lj.models.direct.Layout(cls=cls),
+                                      num_points=points).risk))(params)
   assert abs(float(value - expected)) <= TOL, (float(value), float(expected))
   for key in grads:
     np.testing.assert_allclose(grads[key], expected_grads[key], rtol=0, atol=TOL, err_msg=key)
@@ -260,7 +263,7 @@ def test_sampled_route_within_four_standard_errors(name):
   lang = language(name)
   params = random_params(np.random.default_rng(11), lang.d, cls=True)
   exact = lj.population_risk(lang, params)
-  assert exact.route == "transfer"
+  assert exact.risk_route == "transfer"
   sampled = lj.population_risk(lang, params, route="sampled", key=jax.random.key(5),
                                n_samples=20_000)
   assert abs(sampled.value - exact.value) <= 4 * sampled.details["stderr"], (exact, sampled)
@@ -296,7 +299,7 @@ def test_both_engines_agree_on_a_regular_language():
 
 def test_beta_only_closed_form_is_the_limit_of_gd_on_the_route():
   """first() at fixed scores α = (0.4, -0.3) with CLS: output GD in closed form at T = ∞
-  (closed_form.output_gd with the route's (H, g)) equals 600 explicit GD steps on the
+  (output_phase.output_gd with the route's (H, g)) equals 600 explicit GD steps on the
   transfer route's risk in β (metric: one token per group). The gap contracts like
   (1 - η λ_min)^T, below 1e-12 here (asserted through λ_min), plus roundoff."""
   lang = rb.first()
@@ -307,8 +310,9 @@ def test_beta_only_closed_form_is_the_limit_of_gd_on_the_route():
   eta, steps = 1.0 / eigenvalues.max(), 600
   assert (1 - eta * eigenvalues.min()) ** steps < 1e-12
   sizes = jnp.ones(3)
-  limit = jax.jit(lj.closed_form.output_gd)(hessian, target, sizes, jnp.zeros(3), eta, jnp.inf)
-  risk = transfer.build(lang, cls=True).risk
+  limit = jax.jit(lj.dynamics.output_phase.output_gd)(hessian, target, sizes, jnp.zeros(3), eta,
+                                                      jnp.inf)
+  risk = TRANSFER.build(lang).risk
   grad = jax.grad(lambda beta: risk(lj.models.direct.unstack(params, "beta", beta)))
   walked = jax.jit(lambda beta: jax.lax.fori_loop(0, steps, lambda _, b: b - eta * grad(b),
                                                   beta))(jnp.zeros(3))
@@ -334,7 +338,8 @@ def dp_error(params, law, base):
   choice of length is traced), built inside the compiled function: one compilation per
   language and layout serves every length."""
   lang = dataclasses.replace(base, length=law)
-  return automaton_error.build(lang, partition_lib.singletons(lang.d))(params)
+  report = lj.risk.ROUTES["automaton"].build(lang, partition_lib.singletons(lang.d)).report(params)
+  return report["error"], report["error_bound"]
 
 
 @pytest.mark.parametrize("name", ["even_pairs", "tomita3", "cycle3", "random0"])
@@ -365,7 +370,7 @@ def test_exact_error_of_a_regular_language_is_the_dp_and_within_four_se_of_sampl
             "alpha_cls": jnp.asarray(0.1), "beta_cls": jnp.asarray(0.2)}
   assert lj.risk.error.choose(lang, partition_lib.singletons(2)) == "automaton"
   exact = lj.risk.exact_error(lang, params)
-  assert exact.route == "automaton" and exact.details["error_bound"] <= 1e-12
+  assert exact.error_route == "automaton" and exact.details["error_bound"] <= 1e-12
   sampled = lj.population_risk(lang, params, route="sampled", key=jax.random.key(3),
                                n_samples=200_000)
   assert abs(sampled.details["error"] - exact.value) <= 4 * sampled.details["error_stderr"]
@@ -379,7 +384,7 @@ def test_class_balanced_risk_equals_enumeration():
   for n in (3, 5):
     lang = dataclasses.replace(language("even_pairs"), length=lj.fixed(n))
     params = random_params(rng, 2, cls=True)
-    value = float(jax.jit(transfer.build(lang, cls=True, class_weights="balanced").risk)(params))
+    value = float(jax.jit(TRANSFER.build(lang, class_weights="balanced").risk)(params))
     strings, y, _ = labelled_strings(lang, n)
     counts = np.stack([(strings == x).sum(1) for x in range(2)], axis=1)
     u, u0 = np.exp(np.asarray(params["alpha"])), float(np.exp(params["alpha_cls"]))
@@ -390,7 +395,7 @@ def test_class_balanced_risk_equals_enumeration():
     assert abs(value - expected) <= TOL, (n, value, expected)
   parity = language("parity")
   params = random_params(rng, 2, cls=False)
-  balanced = jax.jit(transfer.build(parity, class_weights="balanced").risk)(params)
-  assert abs(float(balanced) - float(jax.jit(transfer.build(parity).risk)(params))) <= TOL
+  balanced = jax.jit(TRANSFER.build(parity, class_weights="balanced").risk)(params)
+  assert abs(float(balanced) - float(jax.jit(TRANSFER.build(parity).risk)(params))) <= TOL
   with pytest.raises(ValueError, match=r"^class_weights must be one of \('population'"):
-    transfer.build(parity, class_weights="equal")
+    TRANSFER.build(parity, class_weights="equal")

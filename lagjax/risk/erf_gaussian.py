@@ -4,7 +4,7 @@ T(X) = Σ_ℓ erf(λ⟨X_ℓ, k⟩)⟨X_ℓ, v⟩ (lagjax.models.erf_slr), with 
 and v (output group) unit vectors, on the data of lagjax.tasks.slr:
 `erf_population_risk`, its special-function pieces `owens_t` and `erf_moments`, and
 `make_erf_objective`, its objective for the one training loop (run by
-lagjax.dynamics.erf_slr).
+lagjax.dynamics.erf_train).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ def owens_t(h, omega):
   Example:
     T(0, ω) = arctan(ω)/(2π), so T(0, 1) = 1/8:
 
-    >>> round(float(lj.risk.erf_slr.owens_t(0.0, 1.0)), 12)
+    >>> round(float(lj.risk.erf_gaussian.owens_t(0.0, 1.0)), 12)
     0.125
-    >>> round(float(lj.risk.erf_slr.owens_t(1.5, 0.0)), 12)
+    >>> round(float(lj.risk.erf_gaussian.owens_t(1.5, 0.0)), 12)
     0.0
   """
   h, omega = jnp.asarray(h)[..., None], jnp.asarray(omega)[..., None]
@@ -79,7 +79,7 @@ def erf_moments(a, s2):
   Example:
     At s2 = 0, u = a: erf'(0) = 2/√π, (erf²)''(0) = 2 erf'(0)² = 8/π, the rest 0 at a = 0:
 
-    >>> erf_moments = jax.jit(lj.risk.erf_slr.erf_moments)
+    >>> erf_moments = jax.jit(lj.risk.erf_gaussian.erf_moments)
     >>> [round(float(x), 6) + 0.0 for x in erf_moments(0.0, 0.0)]  # + 0.0: -0.0 prints as 0.0
     [0.0, 1.128379, 0.0, 0.0, 0.0, 2.546479]
 
@@ -214,10 +214,10 @@ def erf_population_risk(task: base.Task, k, v, lam) -> jax.Array:
 
     >>> task = lj.tasks.get_task("slr", m=4)
     >>> k = v = jnp.array([1.0, 0.0, 0.0, 0.0])
-    >>> round(float(lj.risk.erf_slr.erf_population_risk(task, k, v, 1e-9)), 6)
+    >>> round(float(lj.risk.erf_gaussian.erf_population_risk(task, k, v, 1e-9)), 6)
     1.01
   """
-  validation.require_float64("lj.risk.erf_slr.erf_population_risk")
+  validation.require_float64("lj.risk.erf_gaussian.erf_population_risk")
   task = _check_slr_task(task, "erf_population_risk")
   m = task.options["m"]
   return _erf_risk_fn(task)(_check_direction("k", k, m), _check_direction("v", v, m),
@@ -233,7 +233,7 @@ def make_erf_objective(task: base.Task, lam):
 
   Returns:
     objective(params, step, phase) -> (risk, grads) for params {"k" (m,), "v" (m,)}
-    (groups: models.erf_slr.GROUPS); risk is erf_population_risk's E[(T - y)²] and grads
+    (groups: models.erf_slr.PARAM_GROUPS); risk is erf_population_risk's E[(T - y)²] and grads
     its Euclidean gradient (exact off the sphere too, so projected GD is exact).
     step and phase are ignored: the route is deterministic.
 
@@ -241,13 +241,13 @@ def make_erf_objective(task: base.Task, lam):
     At k = 0 (off the sphere), T ≡ 0 and R = γ² + σ² = 1.01 (the task's defaults; §7b):
 
     >>> task = lj.tasks.get_task("slr", m=4)
-    >>> objective = lj.risk.erf_slr.make_erf_objective(task, lam=1.0)
+    >>> objective = lj.risk.erf_gaussian.make_erf_objective(task, lam=1.0)
     >>> risk, grads = objective({"k": jnp.zeros(4), "v": jnp.array([1.0, 0.0, 0.0, 0.0])},
     ...                         0, 0)
     >>> round(float(risk), 6), grads["k"].shape
     (1.01, (4,))
   """
-  validation.require_float64("lj.risk.erf_slr.make_erf_objective")
+  validation.require_float64("lj.risk.erf_gaussian.make_erf_objective")
   task = _check_slr_task(task, "make_erf_objective")
   lam = base.check_positive("lam", lam)
   risk = _erf_risk_fn(task)
