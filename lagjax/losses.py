@@ -36,11 +36,10 @@ def logistic_loss(f, y):
   softplus stays finite where e^{-y f} would overflow (docs/theory.md, numerics).
 
   Args:
-    f: the model's output f_θ(w), a float or an array.
-    y: the label y(w) ∈ {-1, +1}, broadcastable against f.
+    f, y: as for squared_loss.
 
   Returns:
-    ℓ elementwise, of the broadcast shape of f and y.
+    ℓ elementwise.
 
   Example:
     >>> round(float(lj.losses.logistic_loss(0.0, 1.0)), 6)  # log 2
@@ -55,8 +54,7 @@ def zero_one_error(f, y):
   """The 0-1 error 1{sign f ≠ y}; sign 0 counts as an error (docs/theory.md §2).
 
   Args:
-    f: the model's output f_θ(w), a float or an array.
-    y: the label y(w) ∈ {-1, +1}, broadcastable against f.
+    f, y: as for squared_loss.
 
   Returns:
     1.0 where sign f ≠ y, else 0.0, of the broadcast shape of f and y.

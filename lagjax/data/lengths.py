@@ -457,55 +457,9 @@ def from_spec(spec: str) -> LengthLaw:
   return LAWS[name](number)
 
 
-def geometric(p: float) -> Geometric:
-  """The length law Geometric(p): P(n) = p (1-p)^(n-1) on {1, 2, …}, mean 1/p (§1).
-
-  Args:
-    p: the stopping probability, in the open interval (0, 1).
-
-  Returns:
-    Geometric(p).
-
-  Example:
-    >>> law = lj.geometric(0.1)
-    >>> law, law.mean
-    (Geometric(p=0.1), 10.0)
-  """
-  return Geometric(p)
-
-
-def fixed(n0: int) -> Fixed:
-  """The length law Fixed(n0): every string has length n0 (§1).
-
-  Args:
-    n0: the length, an integer ≥ 1.
-
-  Returns:
-    Fixed(n0).
-
-  Example:
-    >>> law = lj.fixed(20)
-    >>> law, law.mean
-    (Fixed(n0=20), 20.0)
-  """
-  return Fixed(n0)
-
-
-def shifted_poisson(lam: float) -> ShiftedPoisson:
-  """The length law n = 1 + K, K ~ Poisson(λ): mean 1 + λ (§1).
-
-  Args:
-    lam: the rate λ > 0.
-
-  Returns:
-    ShiftedPoisson(lam).
-
-  Example:
-    >>> law = lj.shifted_poisson(3.0)
-    >>> law, law.mean
-    (ShiftedPoisson(lam=3.0), 4.0)
-  """
-  return ShiftedPoisson(lam)
+# The constructors users call, lj.geometric(0.1), lj.fixed(20), lj.shifted_poisson(3.0): the
+# classes themselves, which check their arguments (§1).
+geometric, fixed, shifted_poisson = Geometric, Fixed, ShiftedPoisson
 
 
 def truncation_length(law: LengthLaw, tail_mass: float, limit: int = 10**7) -> int:

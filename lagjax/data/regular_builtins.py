@@ -71,11 +71,10 @@ def parity(*, pi=None, length=None) -> regular.RegularLanguage:
   other π no geometric law does (docs/theory.md §1c).
 
   Args:
-    pi: token law π (2,), uniform when None.
-    length: the length law, Geometric(0.1) when None.
+    pi, length: the token law π (2,) and the length law; None: uniform, Geometric(0.1).
 
   Returns:
-    The RegularLanguage.
+    The RegularLanguage named "parity".
 
   Example:
     >>> lang = lj.data.regular_builtins.parity()
@@ -96,11 +95,10 @@ def first(*, pi=None, length=None) -> regular.RegularLanguage:
   P(y = +1) = π_1 under every length law (docs/theory.md §1c).
 
   Args:
-    pi: token law π (2,), uniform when None.
-    length: the length law, Geometric(0.1) when None.
+    pi, length: the token law π (2,) and the length law; None: uniform, Geometric(0.1).
 
   Returns:
-    The RegularLanguage.
+    The RegularLanguage named "first".
 
   Example:
     >>> lang = lj.data.regular_builtins.first(pi=(0.3, 0.7))
@@ -387,13 +385,10 @@ def occurrence_automaton(d: int, letter: int = 0, *, pi=None,
   docs/theory.md §1, §1c).
 
   Args:
-    d: alphabet size.
-    letter: the letter a.
-    pi: token law π (d,), uniform when None.
-    length: the length law; None gives the balanced geometric law of occurrence(d, letter).
+    d, letter, pi, length: as for occurrence(d, letter, pi=pi, length=length).
 
   Returns:
-    The RegularLanguage.
+    The RegularLanguage, with the π and length law of occurrence.
 
   Example:
     >>> lang = lj.data.regular_builtins.occurrence_automaton(4)
@@ -407,19 +402,14 @@ def occurrence_automaton(d: int, letter: int = 0, *, pi=None,
 
 def any_of_automaton(d: int, letters: Sequence[int], *, pi=None,
                      length=None) -> regular.RegularLanguage:
-  """Alphabet {0, …, d-1}: y = +1 iff some letter of `letters` occurs (2 states, star-free).
-
-  Source: any_of of lagjax/data/occurrence.py. Length: occurrence.balanced_geometric(
-  "any_of", d, letters, pi), as for any_of(d, letters) (docs/theory.md §1, §1c).
+  """Alphabet {0, …, d-1}: y = +1 iff some letter of `letters` occurs (2 states, star-free):
+  any_of of lagjax/data/occurrence.py as an automaton (docs/theory.md §1, §1c).
 
   Args:
-    d: alphabet size.
-    letters: the letters L.
-    pi: token law π (d,), uniform when None.
-    length: the length law; None gives the balanced geometric law of any_of(d, letters).
+    d, letters, pi, length: as for any_of; length None gives its balanced geometric law.
 
   Returns:
-    The RegularLanguage.
+    The RegularLanguage, with the π and length law of any_of.
 
   Example:
     >>> lang = lj.data.regular_builtins.any_of_automaton(6, (0, 1))
@@ -431,20 +421,15 @@ def any_of_automaton(d: int, letters: Sequence[int], *, pi=None,
 
 def all_of_automaton(d: int, letters: Sequence[int], *, pi=None,
                      length=None) -> regular.RegularLanguage:
-  """Alphabet {0, …, d-1}: y = +1 iff every letter of `letters` occurs (2^|letters| states,
-  star-free).
-
-  Source: all_of of lagjax/data/occurrence.py. Length: occurrence.balanced_geometric(
-  "all_of", d, letters, pi), as for all_of(d, letters) (docs/theory.md §1, §1c).
+  """The automaton of all_of (lagjax/data/occurrence.py): y = +1 iff every letter of
+  `letters` occurs. Its state is the set of those letters seen so far: 2^|letters| states,
+  star-free (docs/theory.md §1, §1c).
 
   Args:
-    d: alphabet size.
-    letters: the letters L.
-    pi: token law π (d,), uniform when None.
-    length: the length law; None gives the balanced geometric law of all_of(d, letters).
+    d, letters, pi, length: passed to all_of (length None: its balanced geometric law).
 
   Returns:
-    The RegularLanguage.
+    The RegularLanguage, with the π and length law of all_of.
 
   Example:
     >>> lang = lj.data.regular_builtins.all_of_automaton(4, (0, 1))   # the state: letters seen

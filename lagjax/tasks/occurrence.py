@@ -105,15 +105,12 @@ def or_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=Non
   """OR: y = +1 iff some letter of `letters` occurs (docs/theory.md §1, §7).
 
   Args:
-    d: alphabet size, >= 2.
+    d, pi, max_len, loss: as for occurrence_task.
     letters: the letters L, in {0, …, d-1}.
-    pi: token law π (d probabilities); None for uniform.
     length: length law; None for the balanced geometric law p = π_L / (1 - π_L).
-    max_len: static padded length; None for the smallest N with P(n > N) <= 1e-3.
-    loss: "squared" (½(f - y)²) or "logistic".
 
   Returns:
-    A classification Task with token inputs; ``extras["language"]`` is the Language of §1.
+    A classification Task like occurrence_task's, on the language any_of(d, letters).
 
   Example:
     >>> task = lj.tasks.occurrence.or_task()  # d = 50, two letters: p = 2/(d-2)
@@ -130,15 +127,12 @@ def and_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=No
   The balanced geometric p is found by bisection (p ≈ 0.0113 at d = 50, two letters).
 
   Args:
-    d: alphabet size, >= 2.
+    d, pi, max_len, loss: as for occurrence_task.
     letters: the letters L, in {0, …, d-1}.
-    pi: token law π (d probabilities); None for uniform.
     length: length law; None for the balanced geometric law.
-    max_len: static padded length; None for the smallest N with P(n > N) <= 1e-3.
-    loss: "squared" (½(f - y)²) or "logistic".
 
   Returns:
-    A classification Task with token inputs; ``extras["language"]`` is the Language of §1.
+    A classification Task like occurrence_task's, on the language all_of(d, letters).
 
   Example:
     >>> task = lj.tasks.occurrence.and_task()

@@ -8,7 +8,7 @@ squared, ℓ = ½(f - y)², and the metric is its mean (the empirical risk; the
 noise alone costs σ²/2).
 
 Marion et al.'s erf model on this data (docs/theory.md §7b): its exact population
-risk is in lagjax.risk.erf_slr, its exact projected GD in lagjax.dynamics.erf_slr.
+risk is in lagjax.risk.erf_gaussian, its exact projected GD in lagjax.dynamics.erf_train.
 """
 
 from __future__ import annotations

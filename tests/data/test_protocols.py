@@ -57,7 +57,7 @@ def test_a_family_registered_here_runs_through_the_sampled_route():
   exact = 0.5 * ((b - 1.0) ** 2 * rate + (b + 1.0) ** 2 * (1.0 - rate))
   # With α ≠ 0 the estimate must still be a finite risk between 0 and max (|β| + 1)²/2.
   estimate = lj.population_risk(lang, theta, route="sampled", n_samples=20_000)
-  assert estimate.route == "sampled"
+  assert estimate.risk_route == "sampled"
   # f ≡ b, so the loss takes two values: the standard error is that of a Bernoulli mean.
   assert abs(estimate.value - exact) < 5 * estimate.details["stderr"]
   assert estimate.details["stderr"] > 0

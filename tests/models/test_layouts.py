@@ -29,7 +29,9 @@ from lagjax.data import partition as partition_lib
 from lagjax.data import regular
 from lagjax.data import regular_builtins as rb
 from lagjax.models import direct
-from lagjax.risk import automaton_error, laplace, transfer
+from lagjax.risk import automaton as automaton_lib
+from lagjax.risk import quadrature as quadrature_lib
+from lagjax.risk import transfer
 
 TOL = 1e-12
 LAYOUTS = [dict(cls=cls, query=query, positions=positions) for cls in (False, True)
@@ -49,7 +51,7 @@ BUILTINS = {"parity": rb.parity, "first": rb.first, "even_pairs": rb.even_pairs,
 # CLS model.
 LENGTHS = {2: (1, 2, 7), 3: (1, 2, 5)}
 LEFT = 38.0 + np.log(10.0)   # one window wide enough for every fixed length up to 10
-WIDTH = laplace.window_width(None, left=LEFT)   # (the language only sets the default left)
+WIDTH = quadrature_lib.window_width(None, left=LEFT)   # (the language only sets the default left)
 # random_params draws every table in [-2, 2], so a score (α plus up to two position tables)
 # lies in [-6, 6]: the window centers α_max - α_e of one query row lie within 12/h = 48
 # lattice steps, and the merged windows need at most WIDTH + 49 nodes (asserted through
@@ -123,7 +125,7 @@ def padded_route(params, law, automaton):
   with mock.patch.object(lengths_lib, "MAX_FIXED_LENGTH_BITS", FIXED_BITS):  # at trace time
     def risk(theta):
       mean_f, mean_f2, _, covered = transfer.moments(
-          theta, automaton, law, step=laplace.STEP, left=LEFT, width=WIDTH,
+          theta, automaton, law, step=quadrature_lib.STEP, left=LEFT, width=WIDTH,
           num_points=NUM_POINTS)
       return transfer.squared_risk_of(mean_f, mean_f2)[0], covered
     return jax.value_and_grad(risk, has_aux=True)(params)
@@ -199,7 +201,7 @@ def test_gradient_equals_central_differences():
   lang = rb.even_pairs()
   params = random_params(np.random.default_rng(4), 2, cls=True, **FULL)
   # One compiled value_and_grad serves the gradient and every shifted risk.
-  value_and_grad = jax.jit(jax.value_and_grad(transfer.build(lang).risk))
+  value_and_grad = jax.jit(jax.value_and_grad(lj.risk.ROUTES["transfer"].build(lang).risk))
   _, grads = value_and_grad(params)
   h = 1e-5
   for name, value in params.items():
@@ -238,8 +240,9 @@ BLOCK_PATH_LANGUAGES = ("even_pairs", "tomita5")
 def block_path_quadrature():
   """One window for both languages of the block-path test (the wider one: it only adds
   nodes), so one compilation serves both; their geometric laws are traced."""
-  left = max(laplace.window_left(language(name)) for name in BLOCK_PATH_LANGUAGES)
-  return dict(step=laplace.STEP, left=left, width=laplace.window_width(None, left=left))
+  left = max(quadrature_lib.window_left(language(name)) for name in BLOCK_PATH_LANGUAGES)
+  return dict(step=quadrature_lib.STEP, left=left,
+              width=quadrature_lib.window_width(None, left=left))
 
 
 @functools.partial(jax.jit, static_argnames="quadrature")
@@ -279,20 +282,21 @@ def test_block_path_equals_the_phased_automaton(cls):
 @pytest.mark.parametrize("name", ["even_pairs", "first"])
 def test_inside_blocks_equal_one_block(name):
   """Geometric lengths, last query + position tables + CLS: the block path split into the
-  components of transfer.inside_blocks (a concrete automaton: two blocks of two states for
+  components of automaton.inside_blocks (a concrete automaton: two blocks of two states for
   even pairs, two of one for first) equals the same path on one block of all Q states (the
   automaton traced), risk and gradient, to TOL (the same sums; only roundoff separates them)."""
   lang = language(name)
-  assert transfer.inside_blocks(transfer.automaton_arrays(lang)).shape[0] == 2
+  assert automaton_lib.inside_blocks(automaton_lib.automaton_arrays(lang)).shape[0] == 2
   params = random_params(np.random.default_rng(17), lang.d, cls=True, **FULL)
-  quadrature = dict(step=laplace.STEP, left=laplace.window_left(lang),
-                    width=laplace.window_width(lang), num_points=2 * laplace.window_width(lang))
+  quadrature = dict(step=quadrature_lib.STEP, left=quadrature_lib.window_left(lang),
+                    width=quadrature_lib.window_width(lang),
+                    num_points=2 * quadrature_lib.window_width(lang))
 
   def risk(theta, automaton):
     mean_f, mean_f2, _, covered = transfer.moments(theta, automaton, lang.length, **quadrature)
     return transfer.squared_risk_of(mean_f, mean_f2)[0], covered
 
-  automaton = transfer.automaton_arrays(lang)
+  automaton = automaton_lib.automaton_arrays(lang)
   (blocks, covered), block_grads = jax.jit(jax.value_and_grad(
       lambda theta: risk(theta, automaton), has_aux=True))(params)
   (whole, _), whole_grads = jax.jit(jax.value_and_grad(risk, has_aux=True))(params, automaton)
@@ -316,7 +320,7 @@ def test_sampled_route_within_four_standard_errors(name):
   lang = language(name)
   params = random_params(np.random.default_rng(11), lang.d, cls=True, **FULL)
   exact = lj.population_risk(lang, params)
-  assert exact.route == "transfer" and exact.details["grid_covered"]
+  assert exact.risk_route == "transfer" and exact.details["grid_covered"]
   sampled = lj.population_risk(lang, params, route="sampled", key=jax.random.key(5),
                                n_samples=5_000)
   assert abs(sampled.value - exact.value) <= 4 * sampled.details["stderr"], (exact, sampled)
@@ -335,7 +339,9 @@ def dp_error(params, law, base, layout):
   choice of length is traced), built inside the compiled function: one compilation per
   language and layout serves every length."""
   lang = dataclasses.replace(base, length=law)
-  return automaton_error.build(lang, partition_lib.singletons(base.d), layout=layout)(params)
+  report = lj.risk.ROUTES["automaton"].build(lang, partition_lib.singletons(base.d),
+                                            layout=layout).report(params)
+  return report["error"], report["error_bound"]
 
 
 @pytest.mark.parametrize("name, lengths, layouts", [
