@@ -38,6 +38,34 @@ def test_registry_lists_the_six_tasks():
     assert task(name).name == name
 
 
+def test_declared_language_is_the_built_tasks_language():
+  """TaskSpec.language holds exactly for the tasks whose built Task carries a Language, and
+  that Language samples the task's labels: its label_tokens gives the batch's targets."""
+  assert tasks.names(language=True) == ("occurrence", "or", "and", "even_pairs")
+  for name in NAMES:
+    built = task(name)
+    assert ("language" in built.extras) == tasks.spec(name).language, name
+    if tasks.spec(name).language:
+      sample = batch(name, 64)
+      labels = built.extras["language"].label_tokens(sample.inputs, sample.mask)
+      np.testing.assert_array_equal(np.asarray(labels), np.asarray(sample.targets))
+      assert built.extras["language"].length == built.length
+
+
+def test_declared_direct_layout_builds_the_direct_model():
+  """direct_layout is a valid set of lj.init_params options; None for the tasks the direct
+  (α, β) model cannot express; an unknown attribute or task is named."""
+  assert tasks.names(direct_layout=None) == ("icl_bigram", "slr")
+  for name in tasks.names(language=True):
+    params = lj.init_params(2, **tasks.spec(name).direct_layout)
+    assert "alpha_cls" in params
+  assert tasks.names(previous_token=True) == ("icl_bigram",)
+  with pytest.raises(ValueError, match=r"unknown TaskSpec attribute\(s\) \['exact'\]"):
+    tasks.names(exact=True)
+  with pytest.raises(ValueError, match="unknown task 'parity'"):
+    tasks.spec("parity")
+
+
 def test_unknown_task_and_option_are_named():
   with pytest.raises(ValueError, match=r"unknown task 'parity'.*'even_pairs'.*'slr'"):
     tasks.get_task("parity")
