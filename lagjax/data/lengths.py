@@ -119,6 +119,10 @@ class Geometric:
     """p: the law is geometric, so its matrix form is one resolvent (capability `geometric`)."""
     return self.p
 
+  def poisson_rate(self, key, shape):
+    """λ with n - 1 ~ Poisson(λ) given λ: Exponential of mean (1-p)/p (a Gamma(1) mixture)."""
+    return jax.random.exponential(key, shape) * ((1.0 - self.p) / self.p)
+
   def truncation_length(self, tail_mass: float) -> int:
     """The smallest N with (1-p)^N <= tail_mass: ⌈log ε / log(1-p)⌉."""
     return max(1, math.ceil(math.log(tail_mass) / math.log1p(-self.p)))
@@ -263,6 +267,11 @@ class ShiftedPoisson:
     """F, F', F'' at s = 0 of Σ_n P(n) left·M(s)ⁿ·right, M(s) = M0 + s M1 + ½ s² M2."""
     return pgf_derivatives_by_jvp(self, left, matrices, right)
 
+  def poisson_rate(self, key, shape):
+    """λ with n - 1 ~ Poisson(λ): λ itself, fixed."""
+    del key
+    return jnp.full(shape, self.lam)
+
   def tail(self, n_max: int) -> float:
     """P(n > n_max) = P(K >= n_max), summed in log space from the first term on."""
     if n_max < 1:
@@ -311,6 +320,7 @@ CAPABILITIES = {
     "matrix_pgf_derivatives": ("matrix_pgf_derivatives",),  # the transfer route (§3d)
     "geometric": ("stop_probability",),                # its block path, the atlas (§1c)
     "truncation": ("truncation_length",),              # a closed-form truncation_length
+    "poisson_mixture": ("poisson_rate",),              # n - 1 Poisson given λ (§9d sampling)
 }
 
 BUILT_IN = "lj.geometric, lj.fixed, lj.shifted_poisson"

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax.data import lengths as lengths_lib
 from lagjax.data import protocol, registry
+from lagjax.data.lengths import Geometric, LengthLaw, check_law
 
 KINDS = ("occurrence", "any_of", "all_of")
 
@@ -53,7 +53,7 @@ class OccurrenceLanguage(protocol.Language, protocol.PresenceLabels):
   d: int
   letters: tuple[int, ...]
   pi: tuple[float, ...]
-  length: lengths_lib.LengthLaw
+  length: LengthLaw
 
   def describe(self) -> str:
     return f"{self.kind}(d={self.d}, letters={self.letters})"
@@ -119,7 +119,7 @@ def _check_letters(d: int, letters: Sequence[int]) -> tuple[int, ...]:
   return letters
 
 
-def balanced_geometric(kind: str, d: int, letters, pi=None) -> lengths_lib.Geometric:
+def balanced_geometric(kind: str, d: int, letters, pi=None) -> Geometric:
   """The geometric law with P(y = +1) = 1/2 (docs/theory.md section 1).
 
   For occurrence/any_of, P(y = -1) = G(z) with z = π_{Σ∖L}, and G(z) = 1/2 solves
@@ -156,10 +156,10 @@ def balanced_geometric(kind: str, d: int, letters, pi=None) -> lengths_lib.Geome
       raise ValueError(
           f"no geometric length law balances {kind}{letters}: P(y=-1) < π(Σ∖L) = {z:.4g} ≤ 1/2."
       )
-    return lengths_lib.Geometric((1.0 - z) / z)
+    return Geometric((1.0 - z) / z)
 
   def positive_rate(p):
-    return OccurrenceLanguage(kind, d, letters, pi, lengths_lib.Geometric(p)).positive_rate() - 0.5
+    return OccurrenceLanguage(kind, d, letters, pi, Geometric(p)).positive_rate() - 0.5
 
   lo, hi = 1e-12, 1.0 - 1e-12
   if positive_rate(lo) * positive_rate(hi) > 0:
@@ -172,7 +172,7 @@ def balanced_geometric(kind: str, d: int, letters, pi=None) -> lengths_lib.Geome
       lo = mid
     if hi - lo < 1e-16:
       break
-  return lengths_lib.Geometric(0.5 * (lo + hi))
+  return Geometric(0.5 * (lo + hi))
 
 
 def _make(kind: str, d, letters, pi, length) -> OccurrenceLanguage:
@@ -180,7 +180,7 @@ def _make(kind: str, d, letters, pi, length) -> OccurrenceLanguage:
   letters = _check_letters(d, letters)
   pi = protocol.check_pi(d, pi)
   length = balanced_geometric(kind, d, letters, pi) if length is None else length
-  return OccurrenceLanguage(kind, d, letters, pi, lengths_lib.check_law(length, f"lj.{kind}"))
+  return OccurrenceLanguage(kind, d, letters, pi, check_law(length, f"lj.{kind}"))
 
 
 def occurrence(d: int, letter: int = 0, *, pi=None, length=None) -> OccurrenceLanguage:

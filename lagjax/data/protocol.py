@@ -32,7 +32,7 @@ import abc
 import numpy as np
 
 from lagjax import validation
-from lagjax.data import lengths as lengths_lib
+from lagjax.data.lengths import LengthLaw
 
 
 class Language(abc.ABC):
@@ -63,7 +63,7 @@ class Language(abc.ABC):
 
   d: int
   pi: tuple[float, ...]
-  length: lengths_lib.LengthLaw
+  length: LengthLaw
 
   @property
   def pi_array(self) -> np.ndarray:

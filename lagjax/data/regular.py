@@ -23,10 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagjax import validation
-from lagjax.data import lengths as lengths_lib
 from lagjax.data import protocol
+from lagjax.data.lengths import Geometric, LengthLaw, check_law
 
-DEFAULT_UNBALANCED_LENGTH = lengths_lib.Geometric(0.1)   # mean length 10
+DEFAULT_UNBALANCED_LENGTH = Geometric(0.1)   # mean length 10
 BALANCE_SEARCH = np.geomspace(1e-6, 1.0 - 1e-9, 400)      # geometric p tried for balance
 
 
@@ -61,7 +61,7 @@ class RegularLanguage(protocol.Language, protocol.AutomatonLabels):
   accept: tuple[bool, ...]
   start_state: int
   pi: tuple[float, ...]
-  length: lengths_lib.LengthLaw
+  length: LengthLaw
 
   @property
   def num_states(self) -> int:
@@ -191,7 +191,7 @@ _accepted_mass = jax.jit(_mass)
 _accepted_masses = jax.jit(jax.vmap(_mass, in_axes=(None, None, None, 0)))
 
 
-def acceptance_probability(automaton, pi, law: lengths_lib.LengthLaw) -> float:
+def acceptance_probability(automaton, pi, law: LengthLaw) -> float:
   """P(w accepted) under `law` (see acceptance; docs/theory.md §1c).
 
   Args:
@@ -362,7 +362,7 @@ def is_star_free(lang) -> bool:
   return True
 
 
-def balanced_geometric(automaton, pi, name: str = "the language") -> lengths_lib.Geometric:
+def balanced_geometric(automaton, pi, name: str = "the language") -> Geometric:
   """The geometric law with P(y = +1) = ½: the default Geometric(0.1) if it already balances
   (to 1e-12), else the p found by a sign change on BALANCE_SEARCH and bisection (the last
   sign change: the largest p, the shortest mean length; docs/theory.md §1c).
@@ -389,7 +389,7 @@ def balanced_geometric(automaton, pi, name: str = "the language") -> lengths_lib
   inputs = _pgf_inputs(automaton, pi)
 
   def excess(p):
-    return float(_accepted_mass(*inputs, lengths_lib.Geometric(p))) - 0.5
+    return float(_accepted_mass(*inputs, Geometric(p))) - 0.5
 
   if abs(excess(DEFAULT_UNBALANCED_LENGTH.p)) <= 1e-12:
     return DEFAULT_UNBALANCED_LENGTH
@@ -413,7 +413,7 @@ def balanced_geometric(automaton, pi, name: str = "the language") -> lengths_lib
       hi = mid
     if hi - lo <= 1e-15 * hi:
       break
-  return lengths_lib.Geometric(0.5 * (lo + hi))
+  return Geometric(0.5 * (lo + hi))
 
 
 def regular(transitions, accepting, *, start: int = 0, pi=None, length=None,
@@ -464,7 +464,7 @@ def regular(transitions, accepting, *, start: int = 0, pi=None, length=None,
   if length is None:
     length = (balanced_geometric(automaton, np.asarray(pi), name) if balance
               else DEFAULT_UNBALANCED_LENGTH)
-  length = lengths_lib.check_law(length, "lj.languages.regular", ("required", "matrix_pgf"))
+  length = check_law(length, "lj.languages.regular", ("required", "matrix_pgf"))
   rate = acceptance_probability(automaton, np.asarray(pi), length)
   if not 1e-15 < rate < 1.0 - 1e-15:
     raise ValueError(f"{name} has P(y = +1) = {rate:.3g} under {length}: one class only, "

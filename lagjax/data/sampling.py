@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax.data import lengths as lengths_lib
 from lagjax.data import protocol
+from lagjax.data.lengths import provides
 
 
 def _check_count_labels(lang) -> None:
@@ -68,20 +68,6 @@ def sample_counts(key, lang: protocol.Language, n_samples: int):
   return counts, lang.label_counts(counts)
 
 
-def _exponential_rate(law, key, shape):
-  """Geometric(p): n - 1 ~ Poisson(λ) with λ ~ Exponential of mean (1-p)/p (a Gamma(1) mixture)."""
-  return jax.random.exponential(key, shape) * ((1.0 - law.p) / law.p)
-
-
-def _fixed_rate(law, key, shape):
-  """Shifted Poisson: n - 1 ~ Poisson(λ) with λ fixed."""
-  del key
-  return jnp.full(shape, law.lam)
-
-
-# Length laws with n - 1 a Poisson mixture, and how to draw the mixing rate λ.
-POISSON_MIXTURES = {lengths_lib.Geometric: _exponential_rate,
-                    lengths_lib.ShiftedPoisson: _fixed_rate}
 POISSON_BLOCK = 24
 
 
@@ -126,7 +112,8 @@ def sample_counts_poisson(key, lang: protocol.Language, n_samples: int,
   Poissonisation (docs/theory.md §9d): when n - 1 ~ Poisson(λ) given a mixing rate
   λ, the counts of tokens 2…n are independent Poisson(λ π_σ) given λ, and token 1
   is one draw from π. This holds exactly for Geometric(p) (λ ~ Exponential of
-  mean (1-p)/p) and shifted Poisson (λ fixed); other laws fall back to
+  mean (1-p)/p) and shifted Poisson (λ fixed), the laws with the capability
+  "poisson_mixture" (`poisson_rate`, lagjax/data/lengths.py); other laws fall back to
   `sample_counts`. Cost O(N d) with one uniform and a few comparisons per entry,
   against d - 1 sequential binomial draws per string for `sample_counts`.
 
@@ -155,12 +142,11 @@ def sample_counts_poisson(key, lang: protocol.Language, n_samples: int,
     True
   """
   _check_count_labels(lang)
-  mixture = POISSON_MIXTURES.get(type(lang.length))
-  if mixture is None:
+  if not provides(lang.length, "poisson_mixture"):
     return sample_counts(key, lang, n_samples)
   rate_key, first_key, count_key = jax.random.split(key, 3)
   values, value_index = np.unique(lang.pi_array, return_inverse=True)
-  rates = mixture(lang.length, rate_key, (n_samples, 1)) * jnp.asarray(values)[None, :]
+  rates = lang.length.poisson_rate(rate_key, (n_samples, 1)) * jnp.asarray(values)[None, :]
   uniforms = jax.random.uniform(count_key, (n_samples, lang.d), dtype=jnp.float64)
   counts = _poisson_inverse_cdf(uniforms, rates, value_index, block)
   first = jax.random.categorical(first_key, jnp.log(jnp.asarray(lang.pi_array)),

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagjax import losses
-from lagjax.data import lengths as lengths_lib
+from lagjax.data.lengths import LengthLaw, truncation_length
 from lagjax.validation import check_choice, check_int, check_positive  # noqa: F401 (re-exported to the task files)
 
 KINDS = ("classification", "regression", "next_token")
@@ -100,7 +100,7 @@ class Task:
   input_dim: int
   n_outputs: int
   max_len: int
-  length: lengths_lib.LengthLaw
+  length: LengthLaw
   metric_name: str
   options: Mapping[str, Any]
   extras: Mapping[str, Any]
@@ -213,7 +213,7 @@ def count_form(task: Task, ends: bool = False) -> Task:
 # Option checks: each error names the field (integers and reals: lagjax.validation).
 
 
-def check_max_len(max_len, length: lengths_lib.LengthLaw) -> int:
+def check_max_len(max_len, length: LengthLaw) -> int:
   """max_len as given (an integer >= 1 with P(n <= max_len) > 0), or the default for `length`:
   the smallest N with P(n > N) <= DEFAULT_TAIL (docs/theory.md §7).
 
@@ -236,7 +236,7 @@ def check_max_len(max_len, length: lengths_lib.LengthLaw) -> int:
     ValueError: max_len = 4 leaves no mass under the length law Fixed(n0=10): P(n <= max_len) = 0.
   """
   if max_len is None:
-    return lengths_lib.truncation_length(length, DEFAULT_TAIL)
+    return truncation_length(length, DEFAULT_TAIL)
   max_len = check_int("max_len", max_len, 1)
   if length.tail(max_len) >= 1.0:
     raise ValueError(
@@ -247,7 +247,7 @@ def check_max_len(max_len, length: lengths_lib.LengthLaw) -> int:
 # Lengths and tokens.
 
 
-def truncated_pmf(length: lengths_lib.LengthLaw, max_len: int) -> np.ndarray:
+def truncated_pmf(length: LengthLaw, max_len: int) -> np.ndarray:
   """P(n | n <= max_len) for n = 1 … max_len, the law every task samples its lengths from
   (docs/theory.md §7).
 
@@ -268,7 +268,7 @@ def truncated_pmf(length: lengths_lib.LengthLaw, max_len: int) -> np.ndarray:
   return pmf / pmf.sum()
 
 
-def truncated_length_sampler(length: lengths_lib.LengthLaw, max_len: int) -> Callable:
+def truncated_length_sampler(length: LengthLaw, max_len: int) -> Callable:
   """Sampler of n ~ L conditioned on n <= max_len, by inverse CDF (no rejection;
   docs/theory.md §7).
 

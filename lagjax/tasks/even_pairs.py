@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import jax
 
-from lagjax.data import lengths as lengths_lib
 from lagjax.data import regular_builtins
+from lagjax.data.lengths import Geometric, check_law
 from lagjax.tasks import base
 
-DEFAULT_LENGTH = lengths_lib.Geometric(0.05)
+DEFAULT_LENGTH = Geometric(0.05)
 
 
 def even_pairs_task(*, length=None, max_len=None, loss: str = "squared") -> base.Task:
@@ -46,7 +46,7 @@ def even_pairs_task(*, length=None, max_len=None, loss: str = "squared") -> base
   """
   if length is None:
     length = DEFAULT_LENGTH
-  length = lengths_lib.check_law(length, "the task 'even_pairs'")
+  length = check_law(length, "the task 'even_pairs'")
   language = regular_builtins.even_pairs(length=length)
   max_len = base.check_max_len(max_len, length)
   loss_fn, metric = base.classification_fns(loss)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from lagjax.data import lengths as lengths_lib
+from lagjax.data.lengths import Geometric, check_law
 from lagjax.tasks import base
 
 
@@ -101,8 +101,8 @@ def icl_bigram_task(*, k: int = 50, length=None, max_len=None) -> base.Task:
   """
   k = base.check_int("k", k, 2)
   if length is None:
-    length = lengths_lib.Geometric(1.0 / (2 * k))
-  length = lengths_lib.check_law(length, "the task 'icl_bigram'")
+    length = Geometric(1.0 / (2 * k))
+  length = check_law(length, "the task 'icl_bigram'")
   max_len = base.check_max_len(max_len, length)
   sample_lengths = base.truncated_length_sampler(length, max_len)
 

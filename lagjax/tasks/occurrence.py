@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from lagjax.data import lengths as lengths_lib
-from lagjax.data import occurrence as occurrence_family
+from lagjax.data.lengths import Geometric, check_law
+from lagjax.data.occurrence import all_of, any_of, balanced_geometric, occurrence
 from lagjax.tasks import base
 
 
@@ -36,13 +36,13 @@ def _language_task(name: str, make_language, d, letters, pi, length, max_len,
   if any(a >= d for a in letters):
     raise ValueError(f"{field} must lie in {{0, …, {d - 1}}} (d = {d}); got {letters}.")
   if length is not None:
-    lengths_lib.check_law(length, f"the task {name!r}")
+    check_law(length, f"the task {name!r}")
   # Letters and π are checked first, under a placeholder law when the default is asked for.
-  placeholder = lengths_lib.Geometric(0.5) if length is None else length
+  placeholder = Geometric(0.5) if length is None else length
   lang = make_language(d, letters, pi=pi, length=placeholder)
   if length is None:
     try:
-      length = occurrence_family.balanced_geometric(lang.kind, d, lang.letters, pi)
+      length = balanced_geometric(lang.kind, d, lang.letters, pi)
     except ValueError as error:
       raise ValueError(f"length must be given: the default fails, {error}") from error
     lang = dataclasses.replace(lang, length=length)
@@ -96,7 +96,7 @@ def occurrence_task(*, d: int = 50, letter: int = 0, pi=None, length=None, max_l
     >>> task.max_len, round(float(task.extras["language"].positive_rate()), 6)
     (336, 0.5)
   """
-  return _language_task("occurrence", lambda d, letters, **kw: occurrence_family.occurrence(
+  return _language_task("occurrence", lambda d, letters, **kw: occurrence(
       d, letters[0], **kw), d, (letter,), pi, length, max_len, loss)
 
 
@@ -117,7 +117,7 @@ def or_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=Non
     >>> round(task.length.p, 6), task.max_len
     (0.041667, 163)
   """
-  return _language_task("or", occurrence_family.any_of, d, letters, pi, length, max_len, loss)
+  return _language_task("or", any_of, d, letters, pi, length, max_len, loss)
 
 
 def and_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=None,
@@ -141,4 +141,4 @@ def and_task(*, d: int = 50, letters: Sequence[int] = (0, 1), pi=None, length=No
     >>> round(float(task.extras["language"].positive_rate()), 9)
     0.5
   """
-  return _language_task("and", occurrence_family.all_of, d, letters, pi, length, max_len, loss)
+  return _language_task("and", all_of, d, letters, pi, length, max_len, loss)

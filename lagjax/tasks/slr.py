@@ -17,10 +17,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax.data import lengths as lengths_lib
+from lagjax.data.lengths import Fixed, check_law
 from lagjax.tasks import base
 
-DEFAULT_LENGTH = lengths_lib.Fixed(10)
+DEFAULT_LENGTH = Fixed(10)
 
 
 def orthonormal_directions(m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,7 +74,7 @@ def slr_task(*, m: int = 50, length=None, max_len=None, gamma: float = 1.0,
     True
   """
   m = base.check_int("m", m, 2)
-  length = DEFAULT_LENGTH if length is None else lengths_lib.check_law(length, "the task 'slr'")
+  length = DEFAULT_LENGTH if length is None else check_law(length, "the task 'slr'")
   max_len = base.check_max_len(max_len, length)
   gamma = base.check_positive("gamma", gamma)
   noise_std = base.check_positive("noise_std", noise_std, allow_zero=True)
