@@ -21,7 +21,7 @@ ROUTES: dict[str, RouteSpec] = {}
 
 
 def register(route: RouteSpec) -> RouteSpec:
-  """Enters `route` in ROUTES, after the routes already there ("auto" tries them in order).
+  """Enters `route` in ROUTES, after the routes already there ("auto" tries them in order; §3).
 
   Args:
     route: an instance of a RouteSpec subclass, with a name not yet registered.

@@ -49,8 +49,8 @@ def _block_series(block_letters, block_starts, block_ends, middle, first, last, 
   return resolvent_series(rows, columns, system, q, (times(m1), times(m2)))
 
 
-def geometric_blocks(weights, last_groups, automaton: automaton_lib.Automaton, ends,
-                     stop_probability, first_last: bool):
+def _geometric_blocks(weights, last_groups, automaton: automaton_lib.Automaton, ends,
+                      stop_probability, first_last: bool):
   """F, F', F'' (each (2, N)) under a geometric length law at all nodes at once, for the
   layouts with position tables or the last query (docs/theory.md §3d; the plain one takes
   the law's matrix_pgf_derivatives).
@@ -190,9 +190,9 @@ def moments(params, automaton: automaton_lib.Automaton, law, *, step: float, lef
       matrices = jnp.unstack(jnp.einsum("kgn,gqr->kqrn", weights, letters))
       value, slope, curvature = law.matrix_pgf_derivatives(automaton.start, matrices, ends)
     elif geometric:
-      value, slope, curvature = geometric_blocks(weights, last_groups, automaton, ends,
-                                                 law.stop_probability,
-                                                 layout.positions == "first_last")
+      value, slope, curvature = _geometric_blocks(weights, last_groups, automaton, ends,
+                                                  law.stop_probability,
+                                                  layout.positions == "first_last")
     else:
       value, slope, curvature = jax.vmap(at_node, in_axes=(2, None), out_axes=-1)(
           weights, last_groups)
@@ -375,5 +375,5 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
   return moments
 
 
-__all__ = ["CLASS_WEIGHTS", "TransferRoute", "attention_moments", "geometric_blocks", "moments",
+__all__ = ["CLASS_WEIGHTS", "TransferRoute", "attention_moments", "moments",
            "squared_risk_of"]
