@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 import lagjax as lj  # noqa: E402
 from benchmarks import harness  # noqa: E402
 from lagjax.data import regular_builtins  # noqa: E402
-from lagjax.risk import laplace, transfer  # noqa: E402
+from lagjax.risk import quadrature  # noqa: E402
 
 D = 50
 
@@ -40,7 +40,7 @@ def value_and_grad(route):
 
 def sized_grid(lang, needed: int) -> int:
   """population_risk's grid: whole windows for `needed` nodes, a power of two of them."""
-  width = laplace.window_width(lang)
+  width = quadrature.window_width(lang)
   clusters = -(-needed // width)
   return width * (1 << (clusters - 1).bit_length())
 
@@ -51,7 +51,7 @@ def run(quick: bool) -> dict:
   occurrence = lj.occurrence(D)
   params = {"alpha": jnp.asarray(rng.choice([-4.0, 0.0, 5.0], D) + 0.1 * rng.normal(size=D)),
             "beta": jnp.asarray(rng.normal(size=D))}
-  points = sized_grid(occurrence, laplace.points_needed(occurrence, params))
+  points = sized_grid(occurrence, quadrature.points_needed(occurrence, params))
   small = {"alpha": jnp.array([0.3, -0.5]), "beta": jnp.array([0.7, -1.1]),
            "alpha_cls": jnp.asarray(0.2), "beta_cls": jnp.asarray(-0.3)}
   full = {**small, "alpha": jnp.array([[0.3, -0.5], [0.1, 0.4]]),
@@ -59,14 +59,15 @@ def run(quick: bool) -> dict:
           "alpha_last": jnp.array([-0.2, 0.1]), "beta_last": jnp.array([0.1, -0.6])}
 
   def transfer_case(lang, theta):
-    route = transfer.build(lang, num_points=sized_grid(lang, transfer.points_needed(lang, theta)))
+    route = lj.risk.ROUTES["transfer"].build(
+        lang, num_points=sized_grid(lang, quadrature.points_needed(lang, theta)))
     return value_and_grad(route), (theta,)
 
   even_pairs, tomita3 = regular_builtins.even_pairs(), regular_builtins.tomita(3)
   cases = {
-      "laplace, occurrence d = 50 (baseline)": (value_and_grad(laplace.build(
+      "laplace, occurrence d = 50 (baseline)": (value_and_grad(lj.risk.ROUTES["laplace"].build(
           occurrence, num_points=points)), (params,)),
-      "transfer, occurrence automaton d = 50": (value_and_grad(transfer.build(
+      "transfer, occurrence automaton d = 50": (value_and_grad(lj.risk.ROUTES["transfer"].build(
           regular_builtins.occurrence_automaton(D), num_points=points)), (params,)),
       "transfer, even_pairs (CLS)": transfer_case(even_pairs, small),
       "transfer, even_pairs (last query + positions + CLS)": transfer_case(even_pairs, full),
