@@ -68,6 +68,7 @@ class AutomatonErrorRoute(base.RouteSpec):
   def limits(self, lang, *, quantity, loss, layout, partition, tol) -> str | None:
     """The DP's size: at most MAX_GROUPS token groups, and Q·F·L·N^G <= MAX_CELLS."""
     del quantity, loss
+    partition = partition or partition_lib.singletons(lang.d)
     if partition.num_groups > MAX_GROUPS:
       return (f"route 'automaton' tracks at most {MAX_GROUPS} token groups; got "
               f"{partition.num_groups}")

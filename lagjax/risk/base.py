@@ -111,7 +111,8 @@ class RouteSpec(abc.ABC):
       quantity: one of QUANTITIES.
       loss: the loss of the risk.
       layout: the model's parts, direct.Layout (§2b).
-      partition: the token groups of the parameters (the error routes' limits need them).
+      partition: the token groups of the parameters (the error routes' limits read them);
+        None means one group per token.
       tol: the probability mass an exact route may leave out.
 
     Returns:
@@ -143,7 +144,8 @@ class RouteSpec(abc.ABC):
   def limits(self, lang, *, quantity: str, loss, layout: direct.Layout, partition,
              tol: float) -> str | None:
     """The route's own limits beyond its declarations (a table or an enumeration that must
-    fit), as one line; None where it fits. Called by `supports` with the same arguments."""
+    fit), as one line; None where it fits. Called by `supports` with the same arguments
+    (partition None means one group per token, as in build)."""
     del lang, quantity, loss, layout, partition, tol
     return None
 

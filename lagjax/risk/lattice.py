@@ -125,6 +125,7 @@ class LatticeRoute(base.RouteSpec):
     del loss, layout
     if quantity != "error":
       return None
+    partition = partition or partition_lib.singletons(lang.d)
     size = num_count_vectors(partition.num_groups,
                              lengths_lib.truncation_length(lang.length, tol / 2))
     if size > MAX_VECTORS:

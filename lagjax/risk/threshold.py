@@ -66,6 +66,7 @@ class ThresholdRoute(base.RouteSpec):
     """The labels and the partition of the threshold case, and a length table that fits
     MAX_TABLE_LENGTH."""
     del quantity, loss, layout
+    partition = partition or partition_lib.singletons(lang.d)
     if _letters_group(lang, partition) is None:
       return (f"route 'threshold' needs labels 'some token of L occurs' on two token groups "
               f"(L and the rest); got {partition.num_groups} token groups")
