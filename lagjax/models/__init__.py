@@ -6,6 +6,8 @@
 - `transformer`: a general single-layer transformer (heads, embeddings, positions);
 - `slr`: the single-location-regression model Σ_l softmax_l(⟨X_l, κ⟩) ⟨X_l, ν⟩;
 - `erf_slr`: Marion et al.'s erf model on the same data (section 7b);
+- `transformer_options`: the transformer config's options (query, embedding, attention),
+  one table each;
 - `positions`: the transformer's positional terms and first/last flags.
 
 Each model module declares `PARAM_GROUPS`, its parameter names mapped to "attention"
@@ -19,7 +21,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from lagjax.models import direct, direct_params, erf_slr, kqv, positions, slr, softmax, transformer
+from lagjax.models import (
+    direct,
+    direct_params,
+    erf_slr,
+    kqv,
+    positions,
+    slr,
+    softmax,
+    transformer,
+    transformer_options,
+)
 
 
 class Model(NamedTuple):
@@ -79,4 +91,4 @@ def group_labels(groups: Mapping[str, str], params) -> dict:
 
 
 __all__ = ["Model", "direct", "direct_params", "erf_slr", "group_labels", "kqv", "positions", "slr",
-           "softmax", "transformer"]
+           "softmax", "transformer", "transformer_options"]

@@ -3,7 +3,7 @@
     T(X) = Σ_ℓ erf(λ⟨X_ℓ, k⟩)⟨X_ℓ, v⟩,   k (attention group), v (output group)
 
 with k and v unit vectors, trained by projected GD on the sphere. Its exact
-population risk on the SLR task is lagjax.risk.erf_slr.erf_population_risk.
+population risk on the SLR task is lagjax.risk.erf_gaussian.erf_population_risk.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""Positional information of the transformer (docs/theory.md §2): a registry of additive
-terms on the (..., L, m) stream, each called as term(params, config, mask)."""
+"""Positional information of the transformer (docs/theory.md §2): a registry (POSITIONAL)
+of additive terms on the (..., L, m) stream, each called as term(params, config, mask), with
+what the transformer needs to know of each. A new kind is one `Positional` entry."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax.numpy as jnp
 
@@ -74,9 +76,31 @@ def _first_last_markers(params, config, mask):
   return jnp.concatenate([zeros, first_last_flags(mask)], axis=-1)
 
 
-POSITIONAL: dict[str, Callable] = {
-    "none": _no_positions,
-    "learned": _learned_positions,
-    "sinusoidal": _sinusoidal_positions,
-    "first_last": _first_last_markers,
+class Positional(NamedTuple):
+  """A kind of positional information of the transformer (docs/theory.md §2).
+
+  Attributes:
+    term: (params, config, mask) -> the additive term on the (..., L, m) stream.
+    marker_dims: the stream dims it adds for its own flags (2 for first/last markers).
+    dense: whether the term is one (L, m) table shared by every row, added by position
+      index (so the model depends on token order beyond the first and last token).
+    trainable: whether it is a trainable table "pos" of max_len rows.
+
+  Example:
+    >>> kind = lj.models.positions.POSITIONAL["first_last"]
+    >>> kind.marker_dims, kind.dense, kind.trainable
+    (2, False, False)
+  """
+
+  term: Callable
+  marker_dims: int = 0
+  dense: bool = False
+  trainable: bool = False
+
+
+POSITIONAL: dict[str, Positional] = {
+    "none": Positional(_no_positions),
+    "learned": Positional(_learned_positions, dense=True, trainable=True),
+    "sinusoidal": Positional(_sinusoidal_positions, dense=True),
+    "first_last": Positional(_first_last_markers, marker_dims=2),
 }

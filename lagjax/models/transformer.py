@@ -11,7 +11,8 @@ The softmax runs over the real tokens and, when `cls`, the CLS token itself
 CLS query and a scalar output, f is the direct model f_θ of section 2 with
 α_σ = (e_cls W_Q)·(E_σ W_K)/√k and β_σ = E_σ W_V W_O readout (`to_direct`).
 
-Two parameterisations (`TransformerConfig.attention`, each declared once in `ATTENTION`):
+Two parameterisations (`TransformerConfig.attention`; each option of the config is declared
+once, in lagjax/models/transformer_options.py):
 
 - "kqv" (default): the products above from a small random init (zero is a saddle);
 - "direct": the (α, β) analogue of the theory, from zero. Each head has a score
@@ -37,8 +38,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -47,88 +46,24 @@ import numpy as np
 from lagjax import validation
 from lagjax.models import positions
 from lagjax.models.softmax import masked_softmax
+from lagjax.models.transformer_options import (
+    ATTENTION,
+    ATTENTIONS,
+    EMBEDDING,
+    EMBEDDINGS,
+    QUERIES,
+    QUERY,
+)
 
 Params = dict
 
 PARAM_GROUPS = {"W_Q": "attention", "W_K": "attention", "scores": "attention", "W_V": "output",
-          "W_O": "output", "readout": "output", "values": "output", "pos": "output"}
+                "W_O": "output", "readout": "output", "values": "output", "pos": "output"}
 
-EMBEDDINGS = ("one_hot", "random")
 # Token lookups in vocabularies up to this size are products with one-hot tokens (their
 # gradients are products too; a gather's is a scatter-add, slow on CPU).
 ONE_HOT_MAX_VOCAB = 64
-QUERIES = ("cls", "last")
 POSITIONAL = tuple(positions.POSITIONAL)   # the config's choices of positional information
-
-
-# The attention parameterisations (TransformerConfig.attention), each declared once: its
-# trainable shapes, whether it starts at zero, and the two maps every forward pass reads.
-
-
-def _kqv_shapes(config) -> dict[str, tuple[int, ...]]:
-  m, k, heads = config.dim, config.head_key_dim, config.heads
-  return {"W_Q": (heads, m, k), "W_K": (heads, m, k), "W_V": (heads, m, m),
-          "W_O": (heads, m, m), "readout": (m,) if config.outputs == 1 else (m, config.outputs)}
-
-
-def _kqv_directions(params, config, query):
-  # u_h = W_K[h] (q W_Q[h]) / √k, so no (..., H, L, k) keys are formed.
-  directions = jnp.einsum("...m,hmk,hnk->...hn", query, params["W_Q"], params["W_K"])
-  return directions / math.sqrt(config.head_key_dim)
-
-
-def _kqv_values(params, config):
-  readout = params["readout"].reshape(config.dim, config.outputs)
-  return jnp.einsum("hmv,hvn,no->hmo", params["W_V"], params["W_O"], readout)
-
-
-def _direct_shapes(config) -> dict[str, tuple[int, ...]]:
-  m, heads = config.dim, config.heads
-  scores = (heads, m) if config.query == "cls" else (heads, m, m)
-  return {"scores": scores, "values": (heads, m, config.outputs)}
-
-
-def _direct_directions(params, config, query):
-  if config.query == "cls":
-    return jnp.broadcast_to(params["scores"], query.shape[:-1] + params["scores"].shape)
-  return jnp.einsum("...m,hmn->...hn", query, params["scores"])
-
-
-def _direct_values(params, config):
-  del config
-  return params["values"]
-
-
-class Attention(NamedTuple):
-  """An attention parameterisation of the transformer (docs/theory.md §2).
-
-  Attributes:
-    shapes: config -> {name: shape} of its trainable parameters.
-    from_zero: whether `init` starts it at zero (else at scale · N(0, 1)).
-    score_directions: (params, config, query (..., m)) -> u_h per row, (..., H, m): the
-      score of position l in head h is x_l · u_h.
-    value_maps: (params, config) -> v_h, (H, m, outputs): a head's value at x_l is x_l v_h.
-
-  Example:
-    >>> attention = lj.models.transformer.ATTENTION["direct"]
-    >>> config = lj.models.transformer.TransformerConfig(vocab=2, attention="direct")
-    >>> attention.from_zero, attention.shapes(config)
-    (True, {'scores': (1, 3), 'values': (1, 3, 1)})
-  """
-
-  shapes: Callable
-  from_zero: bool
-  score_directions: Callable
-  value_maps: Callable
-
-
-ATTENTION = {
-    # W_Q, W_K, W_V, W_O, readout from a small random init (zero is a saddle)
-    "kqv": Attention(_kqv_shapes, False, _kqv_directions, _kqv_values),
-    # per-head score and value maps from zero, the theory's (α, β) analogue
-    "direct": Attention(_direct_shapes, True, _direct_directions, _direct_values),
-}
-ATTENTIONS = tuple(ATTENTION)
 
 
 def _check_int(name: str, value, minimum: int, optional: bool = False) -> None:
@@ -137,7 +72,6 @@ def _check_int(name: str, value, minimum: int, optional: bool = False) -> None:
 
 def _check_choice(name: str, value, allowed) -> None:
   validation.check_choice(f"TransformerConfig {name}", value, allowed)
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,15 +130,17 @@ class TransformerConfig:
     _check_choice("positional", self.positional, POSITIONAL)
     _check_choice("query", self.query, QUERIES)
     _check_choice("attention", self.attention, ATTENTIONS)
-    if self.embedding == "random" and self.width is None:
-      raise ValueError("TransformerConfig width must be an integer >= 1 for embedding='random'; "
-                       "got None.")
-    _check_int("width", self.width, self.vocab + 1 if self.embedding == "one_hot" else 1,
-               optional=True)
+    embedding = EMBEDDING[self.embedding]
+    if self.width is None and not embedding.default_width:
+      raise ValueError(f"TransformerConfig width must be an integer >= "
+                       f"{embedding.min_width(self.vocab)} for embedding={self.embedding!r}; "
+                       f"got None.")
+    _check_int("width", self.width, embedding.min_width(self.vocab), optional=True)
     _check_int("heads", self.heads, 1)
     _check_int("key_dim", self.key_dim, 1, optional=True)
     _check_int("outputs", self.outputs, 1)
-    _check_int("max_len", self.max_len, 1, optional=self.positional != "learned")
+    _check_int("max_len", self.max_len, 1,
+               optional=not positions.POSITIONAL[self.positional].trainable)
     for name in ("cls", "previous_token"):
       validation.check_bool(f"TransformerConfig {name}", getattr(self, name))
 
@@ -217,7 +153,7 @@ class TransformerConfig:
   def dim(self) -> int:
     """Stream width m: token (⊕ previous token) (⊕ two marker dims)."""
     return (self.token_dim * (2 if self.previous_token else 1)
-            + (2 if self.positional == "first_last" else 0))
+            + positions.POSITIONAL[self.positional].marker_dims)
 
   @property
   def head_key_dim(self) -> int:
@@ -251,7 +187,7 @@ def param_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
   """
   _check_config(config)
   shapes = ATTENTION[config.attention].shapes(config)
-  if config.positional == "learned":
+  if positions.POSITIONAL[config.positional].trainable:
     shapes["pos"] = (config.max_len, config.dim)
   return shapes
 
@@ -305,11 +241,7 @@ def _init(key, config, scale):
 def _fixed_embeddings(config, normal_table):
   """The fixed embeddings {"E", "e_cls"} from a standard-normal (vocab + 1, token_dim) draw:
   one-hot rows (e_cls the extra one), or the draw's rows scaled to N(0, 1/token_dim)."""
-  width = config.token_dim
-  if config.embedding == "one_hot":
-    table = jnp.eye(config.vocab + 1, width)
-  else:
-    table = jnp.asarray(normal_table) / math.sqrt(width)
+  table = EMBEDDING[config.embedding].table(config.vocab, config.token_dim, normal_table)
   return {"E": table[:-1], "e_cls": table[-1]}
 
 
@@ -368,7 +300,7 @@ def _check_inputs(config, tokens, mask):
   mask = jnp.ones(shape, bool) if mask is None else jnp.asarray(mask)
   if mask.shape != shape or mask.dtype != jnp.bool_:
     raise ValueError(f"mask must be boolean with shape {shape}; got {mask.dtype} {mask.shape}.")
-  if config.positional == "learned" and shape[-1] > config.max_len:
+  if positions.POSITIONAL[config.positional].trainable and shape[-1] > config.max_len:
     raise ValueError(f"strings of length {shape[-1]} exceed max_len = {config.max_len} of the "
                      "learned positions.")
   if not continuous and not isinstance(tokens, jax.core.Tracer) and \
@@ -398,7 +330,7 @@ def _embed(params, fixed, config, tokens, mask):
   x_cls = _cls_stream(fixed, config)
   extra = config.dim - config.token_dim * len(parts)
   parts.append(jnp.zeros(shape + (extra,)))
-  position_term = positions.POSITIONAL[config.positional](params, config, mask)
+  position_term = positions.POSITIONAL[config.positional].term(params, config, mask)
   x = jnp.concatenate(parts, axis=-1) + position_term
   return x, x_cls
 
@@ -438,7 +370,7 @@ def apply(params: Params, fixed: dict, config: TransformerConfig, tokens, mask=N
   _check_params(params, config)
   tokens, mask = _check_inputs(config, tokens, mask)
   if multiplicity is not None:
-    if config.previous_token or config.positional in ("learned", "sinusoidal"):
+    if config.previous_token or positions.POSITIONAL[config.positional].dense:
       raise ValueError("multiplicity (the count form) needs a model that ignores token order: "
                        f"no previous-token feature and positional 'none' or 'first_last'; got "
                        f"previous_token={config.previous_token}, positional="
@@ -495,25 +427,10 @@ def _apply_tokens(params, fixed, config, tokens, present, multiplicity=None):
     shifted = lambda a, fill: jnp.concatenate(
         [jnp.full_like(a[..., :1], fill), a[..., :-1]], axis=-1)
     parts.append((shifted(tokens, 0), shifted(present, False), slice(t, 2 * t)))
-  flags = positions.first_last_flags(present) if config.positional == "first_last" else None
-  dense = (positions.POSITIONAL[config.positional](params, config, present)
-           if config.positional in ("learned", "sinusoidal") else None)  # (L, m)
-  last = positions.last_index(present)
-
-  if config.query == "cls":
-    query = x_cls  # one query for every row: the score directions are computed once
-  else:
-    pieces = [jnp.where(jnp.take_along_axis(has, last[..., None], -1),
-                        table[jnp.take_along_axis(w, last[..., None], -1)[..., 0]], 0.0)
-              for w, has, _ in parts]
-    pieces.append(jnp.zeros(tokens.shape[:-1] + (config.dim - t * len(parts),)))
-    query = jnp.concatenate(pieces, axis=-1)
-    if flags is not None:
-      at_last = jnp.take_along_axis(flags, last[..., None, None], -2)[..., 0, :]
-      query = query.at[..., -2:].add(at_last)
-    if dense is not None:
-      query = query + dense[last]
-    query = jnp.where(present.any(-1, keepdims=True), query, 0.0)
+  positional = positions.POSITIONAL[config.positional]
+  flags = positions.first_last_flags(present) if positional.marker_dims else None
+  dense = (positional.term(params, config, present) if positional.dense else None)  # (L, m)
+  query = QUERY[config.query].from_parts(parts, table, flags, dense, present, x_cls, config)
   directions = ATTENTION[config.attention].score_directions(params, config, query)
 
   vocab = table.shape[0]
@@ -566,12 +483,7 @@ def _apply_tokens(params, fixed, config, tokens, present, multiplicity=None):
 def _apply_stream(params, fixed, config, tokens, present, multiplicity=None):
   """The model on the explicit stream x (..., L, m): continuous inputs, any options."""
   x, x_cls = _embed(params, fixed, config, tokens, present)
-  if config.query == "cls":
-    query = jnp.broadcast_to(x_cls, x.shape[:-2] + x_cls.shape)
-  else:
-    last = positions.last_index(present)
-    query = jnp.take_along_axis(x, last[..., None, None], axis=-2)[..., 0, :]
-    query = jnp.where(present.any(-1, keepdims=True), query, 0.0)
+  query = QUERY[config.query].from_stream(x, x_cls, present)
   directions = ATTENTION[config.attention].score_directions(params, config, query)
   scores = jnp.einsum("...lm,...hm->...hl", x, directions)
   weights = _softmax_with_cls(scores, present, multiplicity, directions, x_cls, config)
