@@ -15,9 +15,9 @@ import scipy.integrate  # noqa: E402
 import scipy.special  # noqa: E402
 
 import lagjax as lj  # noqa: E402
-from lagjax.dynamics import erf_slr as erf_dynamics  # noqa: E402
+from lagjax.dynamics import erf_train as erf_dynamics  # noqa: E402
 from lagjax.models import erf_slr  # noqa: E402
-from lagjax.risk import erf_slr as erf_risk  # noqa: E402
+from lagjax.risk import erf_gaussian as erf_risk  # noqa: E402
 
 TASK_OPTIONS = {
     "fixed": {"m": 5, "length": lj.fixed(4), "gamma": 0.7, "noise_std": 0.3, "seed": 2},
@@ -288,8 +288,8 @@ def test_project_to_sphere_and_tangent_gradients():
   # g - ⟨g,x⟩x: (1,1) - 1.4·(0.6,0.8) and (2,3) - (-3)·(0,-1).
   chex.assert_trees_all_close(tangent, {"k": jnp.array([0.16, -0.12]), "v": jnp.array([2.0, 0.0])},
                               atol=1e-15)
-  assert set(erf_slr.GROUPS) == set(params)
-  assert erf_slr.GROUPS == {"k": "attention", "v": "output"}
+  assert set(erf_slr.PARAM_GROUPS) == set(params)
+  assert erf_slr.PARAM_GROUPS == {"k": "attention", "v": "output"}
 
 
 # --- Bad input. -------------------------------------------------------------
@@ -338,12 +338,12 @@ def test_train_erf_is_projected_gd_through_the_one_loop():
       _, grads = objective(params, 0, 0)
       grads = erf_slr.tangent_gradients(params, grads)
       params = erf_slr.project_to_sphere({
-          name: params[name] - phase.eta * grads[name] * phase.trains(erf_slr.GROUPS[name])
+          name: params[name] - phase.eta * grads[name] * phase.trains(erf_slr.PARAM_GROUPS[name])
           for name in params})
   chex.assert_trees_all_close(run.params, params, atol=1e-12)
-  np.testing.assert_allclose(np.linalg.norm(np.asarray(run.k), axis=-1), 1.0, atol=1e-14)
-  np.testing.assert_allclose(np.linalg.norm(np.asarray(run.v), axis=-1), 1.0, atol=1e-14)
-  np.testing.assert_array_equal(np.asarray(run.k[1]), np.asarray(start["k"]))  # output phase
+  np.testing.assert_allclose(np.linalg.norm(np.asarray(run.alpha), axis=-1), 1.0, atol=1e-14)
+  np.testing.assert_allclose(np.linalg.norm(np.asarray(run.beta), axis=-1), 1.0, atol=1e-14)
+  np.testing.assert_array_equal(np.asarray(run.alpha[1]), np.asarray(start["k"]))  # output phase
   assert float(run.risk[-1]) < float(run.risk[0])
   assert float(run.risk[-1]) == pytest.approx(
       float(erf_risk.erf_population_risk(t, run.params["k"], run.params["v"], LAM)), abs=1e-14)

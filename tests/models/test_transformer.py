@@ -212,11 +212,11 @@ def test_parameter_groups_are_declared_and_followed_by_plans():
   an attention-only plan step moves exactly the attention group."""
   config = tf.TransformerConfig(vocab=3, positional="learned", max_len=4)
   params, fixed = tf.init(jax.random.key(0), config)
-  labels = functools.partial(models.group_labels, tf.GROUPS)
+  labels = functools.partial(models.group_labels, tf.PARAM_GROUPS)
   attention = {k for k, group in labels(params).items() if group == "attention"}
   assert attention == {"W_Q", "W_K"}
   slr_params = slr.init(jax.random.key(1), 3)
-  assert {k for k, g in models.group_labels(slr.GROUPS, slr_params).items()
+  assert {k for k, g in models.group_labels(slr.PARAM_GROUPS, slr_params).items()
           if g == "attention"} == {"kappa"}
   tokens, mask = np.array([[0, 1, 2, 1]]), np.array([[True] * 4])
   tx = plans.attention_only(0.5, 1).transformation(labels)
@@ -475,11 +475,11 @@ def test_direct_attention_from_zero_trains_like_the_direct_model():
   route = lj.risk_fn(lang, cls=True)
   value_and_grad = jax.value_and_grad(lambda p: route.risk(tf.to_direct(p, fixed, config)))
   loop = runner.make_loop(
-      plan.slots(), functools.partial(models.group_labels, tf.GROUPS),
+      plan.slots(), functools.partial(models.group_labels, tf.PARAM_GROUPS),
       lambda key: lambda p, t, phase: value_and_grad(p),
       lambda p: tf.to_direct(p, fixed, config), num_steps=plan.total_steps)
   trace = jax.jit(loop)(params, jax.random.key(0), plan.data())
   reference = lj.train(lang, plan, lj.init_params(d, cls=True), tied=False)
-  chex.assert_trees_all_close(trace.records["alpha"], reference.alpha, atol=1e-10)
-  chex.assert_trees_all_close(trace.records["beta"], reference.beta, atol=1e-10)
+  chex.assert_trees_all_close(trace.alpha, reference.alpha, atol=1e-10)
+  chex.assert_trees_all_close(trace.beta, reference.beta, atol=1e-10)
   assert float(jnp.abs(reference.alpha[-1]).max()) > 0.1  # attention really moved
