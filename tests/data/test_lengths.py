@@ -160,6 +160,43 @@ def test_a_law_without_the_required_methods_is_named():
     lj.occurrence(4, length=Half())
 
 
+def test_consumers_ask_by_capability_and_name_what_is_missing():
+  """One protocol check for every consumer: UserFixed (pgf, no matrix_pgf) serves a task and
+  the occurrence family, is refused by a regular language in one line naming the missing
+  member and the consumer, and is not taken for a geometric law."""
+  law = UserFixed()
+  assert lj.tasks.get_task("occurrence", d=4, length=law, max_len=5).length is law
+  assert lengths.provides(law, "pgf") and not lengths.provides(law, "geometric")
+  assert lengths.provides(lj.geometric(0.2), "geometric")
+  assert not lengths.provides(lj.shifted_poisson(2.0), "geometric")
+  with pytest.raises(ValueError, match=r"^lj.languages.regular needs a matrix_pgf length law "
+                                       r"\(with matrix_pgf\); got .*which lacks matrix_pgf.$"):
+    lj.data.regular_builtins.parity(length=law)
+  with pytest.raises(ValueError, match=r"for the task 'even_pairs'; got 3, which lacks mean"):
+    lj.tasks.get_task("even_pairs", length=3)
+  with pytest.raises(ValueError, match=r"unknown length-law capability 'exact'"):
+    lengths.provides(law, "exact")
+
+
+def test_truncation_length_of_a_law_without_closed_form_is_bisected():
+  """UserFixed has no truncation_length of its own: the doubling and bisection over its tail
+  find n0 = 3, as Fixed(3)'s closed form does."""
+  assert not lengths.provides(UserFixed(), "truncation")
+  assert lengths.truncation_length(UserFixed(), 1e-6) == lengths.truncation_length(
+      lj.fixed(3), 1e-6) == 3
+
+
+@pytest.mark.parametrize("law", [lj.geometric(0.25), lj.shifted_poisson(2.0)])
+def test_poisson_rate_gives_the_length_law(law):
+  """n = 1 + Poisson(λ) with λ from law.poisson_rate (the Poisson-mixture sampler's
+  capability) has the law's mean within five standard errors."""
+  assert lengths.provides(law, "poisson_mixture")
+  rate_key, count_key = jax.random.split(jax.random.key(4))
+  rates = law.poisson_rate(rate_key, (40_000,))
+  n = 1 + np.asarray(jax.random.poisson(count_key, rates))
+  assert abs(n.mean() - law.mean) < 5 * n.std() / math.sqrt(n.size)
+
+
 @pytest.mark.parametrize("lam", [0.5, 3.0, 40.0])
 def test_shifted_poisson_matrix_pgf_equals_the_exponential_form(lam):
   """Σ_n P(n) a Mⁿ b by Horner's rule (no LAPACK; docs/theory.md §3d) equals a M exp(λ(M - I)) b

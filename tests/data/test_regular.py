@@ -345,3 +345,17 @@ def test_builtin_bad_input_is_one_line(call, message):
   with pytest.raises(ValueError, match=message) as error:
     call()
   assert "\n" not in str(error.value)
+
+
+def test_even_pairs_closed_form_labels_are_its_automatons():
+  """Even pairs is defined once: its labels by the closed form w_1 = w_n (label_tokens) equal
+  the automaton's (read_labels) on every binary string up to length 7, padded."""
+  lang = rb.even_pairs()
+  strings = [w for n in range(1, 8) for w in itertools.product((0, 1), repeat=n)]
+  tokens = np.array([list(w) + [1] * (7 - len(w)) for w in strings])
+  mask = np.arange(7)[None] < np.array([len(w) for w in strings])[:, None]
+  table, accepting, start = lang.automaton()
+  by_automaton = regular.read_labels(table, accepting, start, tokens, mask)
+  np.testing.assert_array_equal(np.asarray(lang.label_tokens(tokens, mask)),
+                                np.asarray(by_automaton))
+  assert np.mean(np.asarray(by_automaton) > 0) not in (0.0, 1.0)
