@@ -30,12 +30,15 @@ from lagjax import models, validation
 from lagjax.data import languages, lengths
 from lagjax.dynamics import metrics, plans, runner
 from lagjax.models import direct
-from lagjax.risk import laplace, transfer
+from lagjax.risk import automaton as automaton_lib
+from lagjax.risk import quadrature, transfer
 
 LAYOUTS = {"cls": direct.Layout(), "cls+first_last": direct.Layout(positions="first_last"),
            "last": direct.Layout(query="last"),
            "last+first_last": direct.Layout(query="last", positions="first_last")}
-PLAN_NAMES = ("three_phase", "attention_first", "joint", "output_only", "attention_only")
+# The plans of the registry (plans.PLANS), those with more step sizes first: the atlas's
+# column order (three_phase, attention_first, then the one-step-size plans).
+PLAN_NAMES = tuple(sorted(plans.plan_names(), key=lambda name: -len(plans.PLANS[name].step_sizes)))
 SLOTS = (plans.Slot(),) * 3       # every plan here is at most three population SGD phases
 
 
@@ -96,7 +99,7 @@ class Settings:
 class Automata:
   """Regular languages padded to common (d, Q) and stacked as arrays (docs/theory.md §10).
 
-  Each language's automaton (`transfer.Automaton`, §3d) is padded to the largest number of
+  Each language's automaton (`risk.automaton.Automaton`, §3d) is padded to the largest number of
   tokens d and states Q: a padded token has π = 0 and a padded state is unreachable, so
   neither changes any sum, and jax.vmap runs all L languages through one program.
 
@@ -107,7 +110,7 @@ class Automata:
   Attributes:
     d: the common number of tokens, max d over `langs`.
     num_states: the common number of states Q.
-    automaton: a `transfer.Automaton` of stacked arrays: letters (L, d, Q, Q),
+    automaton: a `risk.automaton.Automaton` of stacked arrays: letters (L, d, Q, Q),
       accepting (L, Q), start (L, Q).
     p: the geometric length laws' p (L,).
     left: the widest quadrature window's left extent, max of 38 + log E[n] (§3a).
@@ -128,10 +131,9 @@ class Automata:
       if not isinstance(lang, languages.AutomatonLabels):
         raise ValueError(f"the atlas needs regular languages (AutomatonLabels); got "
                          f"{lang.describe()}.")
-      if not isinstance(lang.length, lengths.Geometric):
-        raise ValueError(f"the atlas stacks geometric length laws; {lang.describe()} has "
-                         f"{lang.length}.")
-    arrays = [transfer.automaton_arrays(lang) for lang in langs]
+      # The atlas stacks the laws' stop probabilities into one array (geometric below).
+      lengths.check_law(lang.length, "the atlas", ("geometric",))
+    arrays = [automaton_lib.automaton_arrays(lang) for lang in langs]
     self.d = max(lang.d for lang in langs)
     self.num_states = max(a.letters.shape[-1] for a in arrays)
     size, tokens = self.num_states, self.d
@@ -144,10 +146,10 @@ class Automata:
               np.pad(np.asarray(a.start), (0, size - q)))
 
     letters, accepting, start = map(np.stack, zip(*map(pad, arrays)))
-    self.automaton = transfer.Automaton(jnp.asarray(letters), jnp.asarray(accepting),
-                                        jnp.asarray(start))
-    self.p = jnp.asarray([lang.length.p for lang in langs])
-    self.left = max(laplace.window_left(lang) for lang in langs)
+    self.automaton = automaton_lib.Automaton(jnp.asarray(letters), jnp.asarray(accepting),
+                                             jnp.asarray(start))
+    self.p = jnp.asarray([lang.length.stop_probability for lang in langs])
+    self.left = max(quadrature.window_left(lang) for lang in langs)
 
 
 def geometric(p):
@@ -175,7 +177,7 @@ def plan_grid(settings: Settings):
     >>> entries, data = atlas.plan_grid(atlas.Settings(steps=8, grid=(1.0,)))
     >>> [name for name, _ in entries]
     ['joint', 'output_only', 'attention_only', 'attention_first', 'three_phase']
-    >>> data.lengths.shape, data.lengths[-1].tolist()   # three_phase: 4 output, 1 attention, 3
+    >>> data.steps.shape, data.steps[-1].tolist()   # three_phase: 4 output, 1 attention, 3
     ((5, 3), [4, 1, 3])
   """
   steps, grid = settings.steps, settings.grid
@@ -199,7 +201,7 @@ def _risk_fn(automaton, p, left, width, num_points):
   law = geometric(p)
 
   def report(params):
-    mean_f, mean_f2, _, covered = transfer.moments(params, automaton, law, step=laplace.STEP,
+    mean_f, mean_f2, _, covered = transfer.moments(params, automaton, law, step=quadrature.STEP,
                                                    left=left, width=width,
                                                    num_points=num_points)
     return transfer.squared_risk_of(mean_f, mean_f2)[0], covered
@@ -211,10 +213,10 @@ def _risk_fn(automaton, p, left, width, num_points):
 def _train_all(automaton, p, data, *, layout, settings, left):
   """Records of every (language, plan entry): risk, attention and output vectors (L, P, R,
   ...), grid coverage and divergence."""
-  width = laplace.window_width(None, laplace.STEP, left)
+  width = quadrature.window_width(None, quadrature.STEP, left)
   num_points = width + settings.extra_points
   size = automaton.letters.shape[1]
-  labels = functools.partial(models.group_labels, direct.GROUPS)
+  labels = functools.partial(models.group_labels, direct.PARAM_GROUPS)
 
   def one(automaton, p, data):
     # Jitted, so the risk is traced once for its gradient and its record (same values).
@@ -231,7 +233,8 @@ def _train_all(automaton, p, data, *, layout, settings, left):
                             record, num_steps=settings.steps,
                             record_every=settings.record_every)
     trace = loop(direct.zero_params(size, layout), jax.random.key(0), data)
-    return trace.records, trace.diverged
+    return dict(trace.records, steps=trace.steps, risk=trace.risk, alpha=trace.alpha,
+                beta=trace.beta), trace.diverged
 
   over_plans = jax.vmap(one, in_axes=(None, None, 0))
   return jax.vmap(over_plans, in_axes=(0, 0, None))(automaton, p, data)
@@ -240,7 +243,7 @@ def _train_all(automaton, p, data, *, layout, settings, left):
 @functools.partial(jax.jit, static_argnames=("layout", "settings", "left"))
 def _best_risk(automaton, p, key, *, layout, settings, left):
   """Min over L-BFGS starts of the risk reached, and ‖∇R‖ there, per language (L,)."""
-  width = laplace.window_width(None, laplace.STEP, left)
+  width = quadrature.window_width(None, quadrature.STEP, left)
   num_points = width + 2 * settings.extra_points
   size = automaton.letters.shape[1]
   zero = direct.zero_params(size, layout)

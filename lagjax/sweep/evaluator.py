@@ -1,0 +1,162 @@
+"""The evaluator of one static group of a sweep (docs/theory.md §5b) and its sharded chunk run.
+
+make_evaluator picks the engine (closed form where the plan allows it, else the scan of
+lj.train; lagjax/dynamics/engines.py) and summarises a run in OUTPUTS; chunked compiles it
+over a chunk of step sizes and seeds, split over the local devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from lagjax.data import languages
+from lagjax.dynamics import engines, plans, runner
+from lagjax.models import direct
+from lagjax.risk import error as error_lib
+from lagjax.sweep.table import GroupKey
+
+OUTPUTS = ("final_risk", "error", "margin", "lag_gap", "diverged", "diverged_step")
+
+
+def make_plan(name: str, steps: int, n_samples: int = 0) -> plans.Plan:
+  """The named plan with placeholder step sizes (the sweep passes the real ones; §5).
+
+  Args:
+    name: the plan's registry name.
+    steps: T, the length of its last phase.
+    n_samples: N for Empirical(N) objectives in every phase; 0 for Population().
+
+  Returns:
+    The Plan, every step size 1.0.
+
+  Example:
+    >>> plan = lj.sweep.make_plan("three_phase", 10, n_samples=100)
+    >>> plan.total_steps, plan.etas.tolist()
+    (12, [1.0, 1.0, 1.0])
+    >>> plan.phases[0].objective
+    Empirical(n_samples=100, batch_size=None)
+  """
+  objective = plans.Empirical(n_samples) if n_samples else plans.Population()
+  spec = plans.get_plan(name)
+  return spec.build([1.0] * len(spec.step_sizes), steps, objective=objective)
+
+
+class Evaluator(NamedTuple):
+  """One static group's evaluator (§5b): evaluate(etas, seed) on the engines' record grid.
+
+  Attributes:
+    evaluate: (etas (P,), seed) -> dict of OUTPUTS and "risk_path" (R,) at record_steps;
+      jittable and vmappable.
+    engine: the engine's name, "closed_form" or "steps" (lagjax/dynamics/engines.py).
+    record_steps: (R,) the record grid, runner.record_grid(T, K).
+
+  Example:
+    >>> key = lj.sweep.GroupKey("output_only", d=3, steps=2, n_samples=0)
+    >>> evaluator = lj.sweep.make_evaluator(lj.occurrence(3), key, num_records=2)
+    >>> evaluator.engine, evaluator.record_steps.tolist()
+    ('closed_form', [0, 1, 2])
+  """
+
+  evaluate: Callable
+  engine: str  # the engine's name (lagjax/dynamics/engines.py)
+  record_steps: np.ndarray
+
+
+def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squared",
+                   route: str = "auto", num_records: int = 64,
+                   max_risk: float = runner.MAX_VALUE) -> Evaluator:
+  """The evaluator of one static group, through the engine contract of §5b.
+
+  The closed form where it supports the plan, else the step-by-step loop
+  (lagjax/dynamics/engines.py). Both give a Trajectory on the same record grid; the
+  summary reads it the same way: the final risk, the 0-1 error, the margin (§2), the lag
+  gap over the uniform records (§6) and the divergence (§5).
+
+  Args:
+    lang: the language (§1b) of the group's d.
+    key: the group's GroupKey.
+    loss: "squared" or "logistic".
+    route: the risk route ("auto", "laplace", "lattice", ...; §3).
+    num_records: K of the record grid.
+    max_risk: the divergence cap.
+
+  Returns:
+    An Evaluator.
+
+  Example:
+    >>> key = lj.sweep.GroupKey("output_only", d=3, steps=2, n_samples=0)
+    >>> evaluator = lj.sweep.make_evaluator(lj.occurrence(3), key, num_records=2)
+    >>> out = jax.jit(evaluator.evaluate)(jnp.array([1.0]), 0)
+    >>> # R(θ0 = 0) = ½ E y² = ½, then output GD lowers the risk.
+    >>> path = out["risk_path"]
+    >>> round(float(path[0]), 6), bool(path[2] < path[1] < path[0]), bool(out["diverged"])
+    (0.5, True, False)
+  """
+  evaluation = engines.build(lang, make_plan(key.plan, key.steps, key.n_samples), loss=loss,
+                             route=route, num_records=num_records, max_risk=max_risk)
+  error_report, _ = error_lib.best_route(lang, evaluation.partition)
+  letters = lang.margin_letters()
+
+  def evaluate(etas, seed):
+    run = evaluation.evaluate(etas, jax.random.key(seed))
+    return {"final_risk": run.risk[-1], "error": error_report(run.params)["error"],
+            "margin": direct.attention_margin({"alpha": run.expand(run.alpha[-1])}, letters),
+            # The lag gap is a mean over t: over the uniformly spaced records only.
+            "lag_gap": run.lag(evaluation.uniform).lag_gap,
+            "diverged": run.diverged, "diverged_step": run.diverged_step, "risk_path": run.risk}
+
+  return Evaluator(evaluate, evaluation.engine, evaluation.record_steps)
+
+
+def chunked(evaluate: Callable, batch_size: int, devices) -> Callable:
+  """jit of evaluate over a chunk (C, P) of step sizes and (C,) seeds (the sweep of §5b).
+
+  The chunk is split into #devices contiguous slices, one per device
+  (jax.shard_map); on each device lax.map walks its slice in vmapped batches of
+  batch_size, which keeps the working set in cache (one vmap over thousands of
+  configurations is memory-bound). run(etas, seeds) dispatches the computation and
+  returns a function that waits for it and returns host arrays, so the host work
+  of one chunk overlaps the computation of the next.
+
+  Args:
+    evaluate: (etas (P,), seed) -> dict of arrays (Evaluator.evaluate).
+    batch_size: configurations per vmapped batch on a device.
+    devices: the devices to shard over; a chunk's length C must be a multiple of their
+      number (run_sweep pads chunks to a multiple of #devices x batch_size).
+
+  Returns:
+    run(etas (C, P), seeds (C,)) -> wait, where wait() returns a dict of (C, ...) host
+    arrays.
+
+  Example:
+    >>> evaluate = lambda etas, seed: {"sum": etas.sum() + seed}
+    >>> run = lj.sweep.chunked(evaluate, 2, jax.local_devices()[:1])
+    >>> wait = run(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0, 10], np.uint32))
+    >>> wait()["sum"].tolist()
+    [3.0, 17.0]
+  """
+  mesh = Mesh(np.asarray(devices), ("devices",))
+  split = PartitionSpec("devices")
+
+  def per_device(etas, seeds):
+    return jax.lax.map(lambda x: evaluate(*x), (etas, seeds), batch_size=batch_size)
+
+  # No collectives inside, so the device-variance typing (check_vma) has nothing to check;
+  # it would reject lj.train's lax.cond, whose idle branch carries the unsharded θ0.
+  compiled = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=split, out_specs=split,
+                                   check_vma=False))
+  sharding = NamedSharding(mesh, split)
+
+  def run(etas, seeds):
+    out = compiled(jax.device_put(etas, sharding), jax.device_put(seeds, sharding))
+    return lambda: {k: np.asarray(v) for k, v in out.items()}
+
+  return run
+
+
+__all__ = ["OUTPUTS", "Evaluator", "chunked", "make_evaluator", "make_plan"]
