@@ -60,7 +60,7 @@ ETA2_SCAN = 96          # log-η2 points per η1 checked for a single crossing b
 BISECTION_CHUNK = 64    # η1 values per compiled bisection call
 MONOTONE_POINTS = 257   # Δ points that bracket Δ_ε and check the success set is {Δ >= Δ_ε}
 SWEEP_ROUTE = ("map it with the grid sweep instead: python -m experiments.sweep --config "
-               "experiments/configs/phase_diagram.py")
+               "experiments/configs/sweep.py")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ steps with the per-token gradient (tied gradient / group size).
 docs/theory.md §6b), at divergence, or at the step cap, and returns the one run record,
 a Trajectory (lagjax/dynamics/trajectory.py), optionally recording R(θ_t), α_t, β_t at
 every step so that half-times are exact steps. It is a loop of its own beside
-runner.make_loop: docs/decisions/separate-joint-gd-loop.md says why. `outcome`
+runner.make_loop: docs/decisions/joint-gd-loop.md says why. `outcome`
 sorts a run into the classes of the joint-GD regime diagram, `eta_max` finds by
 bisection the largest η that reaches ε within the cap, and `edge_of_stability`
 gives 2/λ_max of the Hessian at θ0 in the per-token metric, the classical

@@ -77,7 +77,7 @@ def test_delta_matches_two_explicit_gradient_steps(d):
   descent (jax.grad of the Laplace risk route, docs/theory.md 3b)."""
   lang = lj.occurrence(d)
   partition = lj.partition.of_language(lang)
-  grad = jax.grad(lj.risk.laplace.build(lang, partition).risk)
+  grad = jax.grad(lj.risk.ROUTES["laplace"].build(lang, partition).risk)
   sizes = jnp.asarray(partition.sizes)
   zero = jnp.zeros(2)
 

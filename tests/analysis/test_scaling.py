@@ -19,7 +19,6 @@ from lagjax import finite_sample, metrics, scaling  # noqa: E402
 from lagjax import partition as partition_lib  # noqa: E402
 from lagjax.data import sampling  # noqa: E402
 from lagjax.dynamics import output_phase  # noqa: E402
-from lagjax.risk import laplace  # noqa: E402
 
 EPSILON = 1e-3
 D = 8
@@ -66,7 +65,7 @@ def test_half_times_equal_bisection_on_the_untied_trajectory(joint_runs):
   lag = metrics.horizon_free_lag(short.alpha, short.beta, short.risk,
                                  EPSILON, weights=sizes)
   tau = int(lag.tau_eps)
-  value_and_grad = jax.jit(jax.value_and_grad(laplace.build(lang).risk))
+  value_and_grad = jax.jit(jax.value_and_grad(lj.risk.ROUTES["laplace"].build(lang).risk))
   params, states, risks = {"alpha": jnp.zeros(D), "beta": jnp.zeros(D)}, [], []
   for _ in range(tau + 1):
     risk, grads = value_and_grad(params)

@@ -268,7 +268,7 @@ def test_three_phase_risk_is_nonnegative_near_zero_risk(steps):
   partition = lj.partition.of_language(lang)
   grouped = {k: jnp.asarray(partition.group(np.asarray(result["params"][k])))
              for k in ("alpha", "beta")}
-  laplace = float(jax.jit(lj.risk.laplace.build(lang, partition).risk)(grouped))
+  laplace = float(jax.jit(lj.risk.ROUTES["laplace"].build(lang, partition).risk)(grouped))
   assert abs(result["risk"] - laplace) < 1e-14
 
 
