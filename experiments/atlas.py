@@ -13,7 +13,7 @@ import os
 import time
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from experiments import cli, common
@@ -43,19 +43,14 @@ def validate(config):
 
 def main(argv):
   del argv
-  common.setup_jax()
-  config = _CONFIG.value
-  try:
-    langs = validate(config)
-  except ValueError as error:
-    raise app.UsageError(str(error)) from error
-  workdir = common.writable_workdir(_WORKDIR.value)
+  experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=validate)
+  config, langs, workdir = experiment.config, experiment.validated, experiment.workdir
   settings = atlas.Settings(steps=config.steps, grid=tuple(config.grid),
                             record_every=config.record_every, starts=config.starts,
                             iterations=config.iterations, epsilon=config.epsilon)
   names = [spec.replace(":", "_").replace(",", "_") for spec in config.languages]
   star_free = [regular.is_star_free(lang) for lang in langs]
-  started, started_utc = time.time(), common.utc_now()
+  started, started_utc = experiment.started, experiment.started_utc
   results = {}
   for k, layout in enumerate(config.layouts):
     print(f"[{k + 1}/{len(config.layouts)}] layout {layout} ({time.time() - started:.0f} s)",

@@ -13,7 +13,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 import lagjax as lj
@@ -36,7 +36,7 @@ def output_only_floor(lang) -> float:
   def floor(alpha):
     hessian, target = moments({"alpha": alpha})
     beta = jnp.linalg.lstsq(hessian, target)[0]
-    return lj.closed_form.quadratic_risk(hessian, target, beta)
+    return lj.dynamics.output_phase.quadratic_risk(hessian, target, beta)
 
   return float(floor(jnp.zeros(part.num_groups)))
 
@@ -120,14 +120,9 @@ def plot_kqv(direct, kqv, d, path):
 
 def main(argv):
   del argv
-  common.setup_jax()
-  config = _CONFIG.value
-  try:
-    languages = {d: lj.languages.make(config.language, d, config.letters) for d in config.d_list}
-  except ValueError as error:
-    raise app.UsageError(str(error)) from error
-  common.writable_workdir(_WORKDIR.value)
-  started_utc = common.utc_now()
+  experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=lambda config: {
+      d: lj.languages.make(config.language, d, config.letters) for d in config.d_list})
+  config, languages = experiment.config, experiment.validated
   rows, all_runs, floors = [], {}, {}
   for d, lang in languages.items():
     floors[d] = output_only_floor(lang)
@@ -153,9 +148,9 @@ def main(argv):
   print(f"d={d0:4d} joint (KQV form)   risk {float(kqv.risk[-1]):.3e}  error "
         f"{float(kqv.error[-1]):.3e}")
   plot_kqv(all_runs[d0]["joint"], kqv, d0, os.path.join(_WORKDIR.value, "kqv_vs_direct.png"))
-  common.write_metadata(_WORKDIR.value, config, started_utc,
-                        languages={d: {"language": lang.describe(), "length_law": str(lang.length)}
-                                   for d, lang in languages.items()})
+  experiment.write_metadata(
+      languages={d: {"language": lang.describe(), "length_law": str(lang.length)}
+                 for d, lang in languages.items()})
   print(f"wrote {md_path}, {csv_path}, figures and metadata.json in {_WORKDIR.value}")
 
 

@@ -85,11 +85,35 @@ def _fields(config, prefix: str = "") -> list[str]:
   return paths
 
 
-def _load_config(path: str, variant: str):
+def _load_module(path: str):
   spec = importlib.util.spec_from_file_location("lagjax_user_config", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
+  return module
+
+
+def _load_config(path: str, variant: str):
+  module = _load_module(path)
   return module.get_config(variant) if variant else module.get_config()
+
+
+def variant_problem(path: str, variant: str) -> str | None:
+  """Why `path:variant` names no variant of the config file (None when it does).
+
+  Every config file reads `path:variant` the same way: a file declares its variants in
+  VARIANTS (none when absent) and get_config(variant) builds one.
+  """
+  if not variant:
+    return None
+  try:
+    allowed = tuple(getattr(_load_module(path), "VARIANTS", ()))
+  except Exception:  # noqa: BLE001 (a config that does not load is explained later)
+    return None
+  if variant in allowed:
+    return None
+  return (f"unknown config variant {variant!r} of {os.path.basename(path)}; allowed: "
+          f"{', '.join(allowed) or 'none (it has no variants)'}"
+          + (f" (as --{CONFIG_FLAG} {path}:{allowed[0]})." if allowed else "."))
 
 
 def explain_parse_error(argv, error: Exception) -> str:
@@ -97,9 +121,15 @@ def explain_parse_error(argv, error: Exception) -> str:
   path = _config_path(argv)
   if path is None:
     return f"--{CONFIG_FLAG} is required: the path of a config file, e.g. experiments/configs/*.py."
+  if os.path.isdir(path):
+    return (f"--{CONFIG_FLAG} {path} is a directory: give a config file in it, e.g. "
+            f"{os.path.join(path, '<name>.py')}.")
   if not os.path.isfile(path):
     return f"--{CONFIG_FLAG} {path}: no such file."
   variant = _config_value(argv).partition(":")[2]
+  problem = variant_problem(path, variant)
+  if problem:
+    return f"--{CONFIG_FLAG} {_config_value(argv)}: {problem}"
   try:
     fields = _fields(_load_config(path, variant))
   except Exception as load_error:  # noqa: BLE001 (a user's config may fail in any way)
@@ -118,7 +148,8 @@ def run(main) -> None:
   """app.run(main) with the failures of the module docstring reported in one line."""
   def parse(argv):
     path = _config_path(argv)
-    if path is not None and not os.path.isfile(path):   # ml_collections would defer this
+    if path is not None and (not os.path.isfile(path)   # ml_collections would defer this
+                             or variant_problem(path, _config_value(argv).partition(":")[2])):
       fail(explain_parse_error(argv, FileNotFoundError(path)))
     try:
       parsed = flags.FLAGS(argv)
@@ -139,4 +170,5 @@ def run(main) -> None:
   app.run(guarded, flags_parser=parse)
 
 
-__all__ = ["explain_parse_error", "fail", "interrupted_message", "note_progress", "run"]
+__all__ = ["explain_parse_error", "fail", "interrupted_message", "note_progress", "run",
+           "variant_problem"]

@@ -4,6 +4,7 @@ workdir, output files, progress."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime
 import hashlib
 import importlib.metadata
@@ -24,48 +25,53 @@ from absl import logging as absl_logging
 
 import lagjax as lj
 from experiments import cli
-
-CACHE_ENV = "LAGJAX_COMPILATION_CACHE"
-DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "lagjax", "xla")
+from lagjax import xla_flags
 
 
-def enable_compilation_cache() -> str:
-  """Turns on JAX's persistent compilation cache, so a rerun compiles nothing.
+@dataclasses.dataclass
+class Experiment:
+  """What start() set up for a binary's body: its config, workdir, the validated values
+  (whatever the binary's validate returned) and when it started."""
 
-  The folder is $LAGJAX_COMPILATION_CACHE, or ~/.cache/lagjax/xla; every program is
-  cached, however fast it compiled. Returns the folder.
+  config: object
+  workdir: str | None
+  validated: object
+  started_utc: str
+  started: float
+
+  def progress(self, unit: str, *, quiet: bool = False) -> StartAware:
+    """The one progress reporter (progress_reporter), aware of work found done on disk."""
+    return StartAware(progress_reporter(unit, quiet=quiet))
+
+  def write_metadata(self, **fields) -> dict:
+    """workdir/metadata.json (write_metadata) with the binary's own fields."""
+    return write_metadata(self.workdir, self.config, self.started_utc, **fields)
+
+
+def start(config, workdir: str | None = None, *, validate=None, xla_optimization=None,
+          host_devices: int | None = None) -> Experiment:
+  """The opening every binary's main shares; a new binary is its config plus its body.
+
+  In order: the XLA flags (lagjax.xla_flags: `xla_optimization`, the backend level, and
+  `host_devices`, both before JAX creates its backend), float64 on (lagjax's builders require
+  it; the library changes no JAX config at import), the persistent compilation cache
+  (lagjax.xla_flags.enable_compilation_cache), JAX's INFO line about missing TPU/GPU backends
+  silenced, then `validate(config)` (a ValueError becomes the one-line usage error of
+  experiments/cli.py) and the writable workdir, both before any computation.
   """
-  path = os.environ.get(CACHE_ENV) or DEFAULT_CACHE
-  os.makedirs(path, exist_ok=True)
-  jax.config.update("jax_compilation_cache_dir", path)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-  return path
-
-
-def xla_backend_optimization(level) -> None:
-  """XLA's CPU/GPU backend optimisation level (0-3; None keeps XLA's default, 3), set
-  before JAX creates its backend. Level 0 compiles 3-4x faster and runs slower: for smoke
-  configs whose time is compilation (BUILD_NOTES.md, issue 19). With it, XLA's CPU fusion
-  emitters are off too: the older loop emitter compiles faster still (Table 1's quick
-  config, cold: 70 -> 52 s in one back-to-back run). These are the test suite's flags."""
-  flags = os.environ.get("XLA_FLAGS", "")
-  if level is None or "xla_backend_optimization_level" in flags:
-    return
-  flags += f" --xla_backend_optimization_level={int(level)}"
-  if int(level) == 0 and "xla_cpu_use_fusion_emitters" not in flags:
-    flags += " --xla_cpu_use_fusion_emitters=false"
-  os.environ["XLA_FLAGS"] = flags
-
-
-def setup_jax() -> None:
-  """The start of every binary's main: float64 on (lagjax's builders require it; the
-  library changes no JAX config at import, only one XLA flag, lagjax.xla_flags), the
-  persistent compilation cache on (enable_compilation_cache), and JAX's INFO line about
-  missing TPU/GPU backends silenced."""
+  xla_flags.backend_optimization(xla_optimization)
+  if host_devices:
+    xla_flags.host_devices(host_devices)
   jax.config.update("jax_enable_x64", True)
-  enable_compilation_cache()
+  xla_flags.enable_compilation_cache()
   logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
+  try:
+    validated = validate(config) if validate else None
+  except ValueError as error:
+    raise app.UsageError(str(error)) from error
+  if workdir is not None:
+    writable_workdir(workdir)
+  return Experiment(config, workdir, validated, utc_now(), time.time())
 
 
 def pyplot():

@@ -22,7 +22,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 import lagjax as lj
@@ -95,7 +95,9 @@ def validate(config) -> np.ndarray:
   lj.validation.check_positive("config.kqv.eta1_over_d", kqv.eta1_over_d)
   lj.validation.check_positive("config.kqv.eta2_min", kqv.eta2_min)
   lj.validation.check_real("config.kqv.eta2_max", kqv.eta2_max, minimum=kqv.eta2_min, strict=True)
-  return d_values(config)
+  ds = d_values(config)
+  language(config, int(ds[0]))   # the language and its length law build
+  return ds
 
 
 def language(config, d, **options):
@@ -378,16 +380,9 @@ def kqv_table(config, workdir) -> tuple[list[dict], list[dict], str]:
 
 def main(argv):
   del argv
-  common.setup_jax()
-  config = _CONFIG.value
-  try:
-    ds = validate(config)
-    language(config, int(ds[0]))
-  except ValueError as error:
-    raise app.UsageError(str(error)) from error
-  workdir = common.writable_workdir(_WORKDIR.value)
-  started_utc = common.utc_now()
-  start = time.time()
+  experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=validate)
+  config, ds, workdir = experiment.config, experiment.validated, experiment.workdir
+  start = experiment.started
   print(f"[1/3] exact regimes at {len(ds)} alphabet sizes d", flush=True)
   rows, by_d = regime_rows(config, ds)
   for d in set(config.collapse_d) | set(config.boundary_d):  # the figures' d, once each
@@ -429,7 +424,7 @@ def main(argv):
   print(common.markdown_table([{k: r[k] for k in ("d", "b", "c", "delta_eps", "eta1_max",
                                                    "paper_margin")} for r in rows]))
   print(common.markdown_table(fits))
-  common.write_metadata(workdir, config, started_utc, seconds=wall, timings=timings,
+  experiment.write_metadata(seconds=wall, timings=timings,
                         length_law=str(language(config, int(ds[0])).length) + " (at d_min)")
   print(f"{len(ds)} d values in {timings['regimes']:.1f} s, lengths {timings['lengths']:.1f} s, "
         f"total {wall:.1f} s; wrote regimes.csv/.md, collapse.png, boundary.png, "

@@ -15,7 +15,7 @@ import time
 
 import jax
 import numpy as np
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 import lagjax as lj
@@ -37,14 +37,15 @@ def success_rate(config, d, n_samples, key):
   return float(np.mean((errors <= config.error_threshold) & ok)), errors, int((~ok).sum())
 
 
+def validate(config) -> None:
+  if config.num_seeds < 1 or config.error_threshold < 0:
+    raise ValueError("num_seeds must be >= 1 and error_threshold >= 0.")
+
+
 def main(argv):
   del argv
-  common.setup_jax()
-  config = _CONFIG.value
-  if config.num_seeds < 1 or config.error_threshold < 0:
-    raise app.UsageError("num_seeds must be >= 1 and error_threshold >= 0.")
-  common.writable_workdir(_WORKDIR.value)
-  started_utc = common.utc_now()
+  experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=validate)
+  config = experiment.config
   rows = []
   key = jax.random.key(config.seed)
   for d in config.d_list:
@@ -73,7 +74,7 @@ def main(argv):
   fig.tight_layout()
   path = os.path.join(_WORKDIR.value, "sample_complexity.png")
   fig.savefig(path, dpi=120)
-  common.write_metadata(_WORKDIR.value, config, started_utc)
+  experiment.write_metadata()
   print(f"wrote {path} and metadata.json")
 
 

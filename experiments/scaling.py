@@ -25,14 +25,8 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/scaling", "Output folder.")
 
 def main(argv):
   del argv
-  common.setup_jax()
-  config = _CONFIG.value
-  try:
-    protocol.validate(config)
-  except ValueError as error:
-    raise app.UsageError(str(error)) from error
-  workdir = common.writable_workdir(_WORKDIR.value)
-  started_utc = common.utc_now()
+  experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=protocol.validate)
+  config, workdir = experiment.config, experiment.workdir
 
   def log(message):
     print(message, flush=True)
@@ -78,7 +72,7 @@ def main(argv):
   with open(os.path.join(workdir, "scaling.md"), "w") as f:
     f.write(protocol.summary(config, timing, eta_rows, lag_rows, fits, regime_rows,
                              sample_rows, models))
-  common.write_metadata(workdir, config, started_utc, timing=timing)
+  experiment.write_metadata(timing=timing)
   log(f"wrote {workdir} (" + ", ".join(f"{k} {v:.0f}s" for k, v in timing.items()) + ")")
 
 

@@ -118,7 +118,8 @@ def joint_part(config, log):
           regime_rows.append({"language": name, "d": d, "eta": edge * fraction,
                               "eta_over_edge": fraction,
                               "outcome": scaling.OUTCOMES[int(scaling.outcome(result))],
-                              "tau_eps": int(result.tau_eps), "final_risk": float(result.risk),
+                              "tau_eps": int(result.tau_eps),
+                              "final_risk": float(result.final_risk),
                               "margin": float(result.margin)})
         mine = regime_rows[-fractions.size:]
         counts = {c: sum(r["outcome"] == c for r in mine) for c in scaling.OUTCOMES}
@@ -143,17 +144,17 @@ def lag_runs(config, lang, run, edge):
     if stuck is not None:
       result = stuck
       rows.append(dict(row, tau_eps=-1, t_half_alpha=-1, t_half_beta=-1, ratio=-1.0,
-                       lag_gap=math.nan, status="no_eta_max", final_risk=float(result.risk),
+                       lag_gap=math.nan, status="no_eta_max", final_risk=float(result.final_risk),
                        margin=float(result.margin)))
       continue
     result = run(kappa * eta_max, config.max_steps)
-    lag = metrics.horizon_free_lag(result.record_alpha, result.record_beta, result.record_risk,
+    lag = metrics.horizon_free_lag(result.alpha, result.beta, result.risk,
                                    config.epsilon, weights=sizes)
     rows.append(dict(
         row, tau_eps=int(lag.tau_eps), t_half_alpha=int(lag.half_time_alpha),
         t_half_beta=int(lag.half_time_beta), ratio=float(lag.half_time_ratio),
         lag_gap=float(lag.lag_gap), status=STATUS[scaling.OUTCOMES[int(scaling.outcome(result))]],
-        final_risk=float(result.risk), margin=float(result.margin)))
+        final_risk=float(result.final_risk), margin=float(result.margin)))
   return eta_row, rows
 
 

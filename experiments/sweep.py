@@ -1,6 +1,6 @@
 """Batch sweeps of training plans: which step-size regimes learn, which fail.
 
-  python -m experiments.sweep --config experiments/configs/phase_diagram.py --workdir runs/pd
+  python -m experiments.sweep --config experiments/configs/sweep.py --workdir runs/pd
 
 Writes to --workdir: results.csv (one row per configuration), metadata.json,
 phase_diagram.png, risk_vs_step.png, trajectories.npz (config.save_trajectories)
@@ -69,7 +69,7 @@ def validate(config) -> dict:
   if unknown or not config.plans:
     raise ValueError(f"config.plans has unknown or no plans {unknown}; known plans: "
                      f"{sorted(lj.plans.PLANS)}.")
-  exact = ("auto", *(name for name, spec in lj.risk.ROUTES.items() if spec.exact))
+  exact = ("auto", *lj.risk.names("risk", exact=True))
   lj.validation.check_choice("config.route (exact routes only in sweeps)", config.route, exact)
   if not config.d_list or any(int(d) != d or d < 2 for d in config.d_list):
     raise ValueError(f"config.d_list must be non-empty integers >= 2; got {config.d_list}.")
@@ -218,25 +218,15 @@ def save_trajectories(results: dict, workdir: str) -> None:
   np.savez(os.path.join(workdir, "trajectories.npz"), **arrays)
 
 
-def use_every_core() -> None:
-  """On CPU, one XLA device per core, so chunks shard over every core.
-
-  Must run before JAX creates its backend (XLA reads the flag then); an explicit
-  device count in XLA_FLAGS is respected.
-  """
-  if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               f" --xla_force_host_platform_device_count={os.cpu_count() or 1}")
-
-
 def main(argv):
   del argv
-  if not distributed.COORDINATOR.value:
-    # Multi-process CPU runs keep one device per process (each process is one host's share).
-    use_every_core()
-  common.setup_jax()
-  common.writable_workdir(_WORKDIR.value)
-  config = _CONFIG.value
+  # On CPU, one XLA device per core so that chunks shard over every core (an explicit device
+  # count in XLA_FLAGS wins); multi-process runs keep one device per process (each process
+  # is one host's share).
+  experiment = common.start(
+      _CONFIG.value, _WORKDIR.value,
+      host_devices=None if distributed.COORDINATOR.value else os.cpu_count() or 1)
+  config = experiment.config
   distributed.initialize()
   try:
     table = config_table(config)
@@ -246,9 +236,8 @@ def main(argv):
     raise app.UsageError(str(error)) from error
   workdir = _WORKDIR.value
   reloaded = chunk_store.ChunkStore(workdir).count_finished()
-  started = common.utc_now()
   start = time.time()
-  progress = common.StartAware(common.progress_reporter("configurations", quiet=_QUIET.value))
+  progress = experiment.progress("configurations", quiet=_QUIET.value)
   results = sweep.run_sweep(
       table, workdir, functools.partial(config_language, config),
       loss=config.loss, route=config.route, chunk_size=config.chunk_size,
@@ -263,8 +252,7 @@ def main(argv):
   csv_path = write_results(results, workdir)
   languages_by_d = {str(d): config_language(config, int(d)) for d in config.d_list}
   computed = int(table["plan"].shape[0]) - (progress.done_at_start or 0)
-  metadata = common.write_metadata(
-      workdir, config, started,
+  metadata = experiment.write_metadata(
       languages={d: {"language": lang.describe(), "length_law": str(lang.length)}
                  for d, lang in languages_by_d.items()},
       # A resumed run reloads finished chunks: wall time and throughput cover the

@@ -12,7 +12,7 @@ KQV products from a small init, or direct score/value maps from zero) every plan
 runs through one compiled runner: plans are data. Each row's step sizes are
 chosen on validation seeds (one η, or (η_out, η_attn) for the three-phase and
 attention-first plans), then the test seeds run at the chosen step sizes. The
-XLA compilation cache persists across runs (experiments.common.setup_jax). Writes
+XLA compilation cache persists across runs (experiments.common.start). Writes
 
 - table1.md: the settings, test metric mean ± std per task and plan over the
   seeds that did not diverge (exclusions counted), and the lag gap and
@@ -48,14 +48,12 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/table1", "Output folder.")
 def main(argv):
   del argv
   config = _CONFIG.value
-  protocol.validate(config)
-  common.xla_backend_optimization(config.xla_backend_optimization_level)
-  common.setup_jax()
-  common.writable_workdir(_WORKDIR.value)
+  protocol.validate(config)  # before start(): it sets the XLA level that validate checks
+  experiment = common.start(config, _WORKDIR.value,
+                            xla_optimization=config.xla_backend_optimization_level)
   distributed.initialize()
   shared = distributed.SharedChunks(os.path.join(_WORKDIR.value, "shared_chunks"))
   writer = jax.process_index() == 0  # every process computes every choice; one writes
-  started_utc = common.utc_now()
   validation_key, test_key = jax.random.split(jax.random.key(config.seed))
   rows, joint_lags, lengths = [], {}, {}
   blocks = [(name, attention) for name in config.tasks
@@ -101,9 +99,8 @@ def main(argv):
     return
   if joint_lags:
     plot_lag_curves(joint_lags, os.path.join(_WORKDIR.value, "lag_curves.png"))
-  common.write_metadata(_WORKDIR.value, config, started_utc, seconds=time.time() - begin,
-                        length_laws=lengths, process_count=jax.process_count(),
-                        block_threads=threads)
+  experiment.write_metadata(seconds=time.time() - begin, length_laws=lengths,
+                            process_count=jax.process_count(), block_threads=threads)
   print(f"wrote table1.md, table1.csv, lag_curves.png and metadata.json in {_WORKDIR.value} "
         f"({time.time() - begin:.0f} s of runs)")
 
@@ -123,11 +120,11 @@ def sampled_rows(config, name, attention, built, validation_key, test_key, progr
            "step_sizes": chosen.chosen[plan_row].describe(), "grid": chosen.note(plan_row),
            "error_route": ""}
     row["mean"], row["std"] = protocol.mean_std(final, ok)
-    row["loss_mean"], row["loss_std"] = protocol.mean_std(run.test_loss[:, -1], ok)
+    row["loss_mean"], row["loss_std"] = protocol.mean_std(run.risk[:, -1], ok)
     row.update({"seeds": int(ok.sum()), "diverged": int((~ok).sum()),
                 "lag_gap": "", "half_time_alpha": "", "half_time_beta": ""})
     if plan_row == "joint":
-      metrics_per_seed = LAG_PER_SEED(run.attention, run.output, run.steps)
+      metrics_per_seed = LAG_PER_SEED(run.alpha, run.beta, run.steps)
       lag = (np.asarray(run.steps[0]), metrics_per_seed)
       row.update(lag_gap=float(np.mean(metrics_per_seed.lag_gap)),
                  half_time_alpha=float(np.mean(metrics_per_seed.half_time_alpha)),

@@ -58,7 +58,7 @@ def make_exact_runner(lang, theta0, plan: lj.plans.Plan, steps: int, record_ever
 
 
 def run_exact(config, name: str, progress=None, shared=None):
-  """(Selection, {row: Run}) for every row of task `name` under exact population GD; shared
+  """(Selection, {row: Trajectory}) for every row of task `name` under exact population GD; shared
   (experiments.distributed.SharedChunks) splits the chunks over processes."""
   settings = config.task_settings[name]
   lang, theta0 = language_and_theta0(name, config)

@@ -177,18 +177,18 @@ def build(name: str, config, attention: str = "kqv"):
     task = tasks.get_task("slr", m=config.width, max_len=settings.max_len)
     return task, models.Model(
         lambda key: (slr.init(key, config.width, config.init_scale), {}),
-        lambda params, fixed, batch: slr.apply(params, batch.inputs, batch.mask), slr.GROUPS)
+        lambda params, fixed, batch: slr.apply(params, batch.inputs, batch.mask), slr.PARAM_GROUPS)
   if settings.model == "direct":
     task = tasks.get_task(name, d=config.width, max_len=settings.max_len)
     if config.count_form:
       return tasks.count_form(task), models.Model(
           lambda key: (lj.init_params(config.width), {}),
           lambda params, fixed, batch: lj.forward_counts(params, batch.multiplicity),
-          models.direct.GROUPS)
+          models.direct.PARAM_GROUPS)
     return task, models.Model(
         lambda key: (lj.init_params(config.width), {}),
         lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
-        models.direct.GROUPS)
+        models.direct.PARAM_GROUPS)
   model = dict(heads=settings.heads, query=settings.query, positional=settings.positional,
                attention=attention)
   if name == "icl_bigram":
@@ -208,7 +208,7 @@ def build(name: str, config, attention: str = "kqv"):
       lambda key: transformer.init(key, model, config.init_scale),
       lambda params, fixed, batch: transformer.apply(params, fixed, model, batch.inputs,
                                                      batch.mask, batch.multiplicity),
-      transformer.GROUPS)
+      transformer.PARAM_GROUPS)
 
 
 def attention_variants(config, name: str) -> tuple[str, ...]:
@@ -315,7 +315,7 @@ def run_task(config, name: str, built, validation_key, test_key,
              shared=None):
   """Validation then test of every row of task `name` through one compiled runner.
 
-  Returns (Selection, {row: TaskRun of the test seeds}). Each row's step sizes are chosen
+  Returns (Selection, {row: Trajectory of the test seeds}). Each row's step sizes are chosen
   by experiments.table1_selection.select on the validation seeds' mean final held-out loss
   (then metric, or the reverse: settings.select_by); a diverged validation seed scores the
   worst value, so a diverging candidate loses. progress(done, total) counts runs
@@ -345,7 +345,7 @@ def run_task(config, name: str, built, validation_key, test_key,
                         lambda k: report(done[0] + k, done[0] + runs + test_runs), shared)
     done[0] += runs
     final, ok = final_scores(run)  # (candidates, seeds)
-    loss = np.where(ok, np.asarray(run.test_loss)[..., -1], np.inf)
+    loss = np.where(ok, np.asarray(run.risk)[..., -1], np.inf)
     metric = np.where(ok, final if lower else -final, np.inf)
     return loss.mean(1), metric.mean(1)
 

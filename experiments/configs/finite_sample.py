@@ -1,14 +1,21 @@
-"""Finite-sample three-phase plan: seeds × N at a few step sizes (empirical-risk phases)."""
+"""Finite-sample three-phase plan: seeds × N at a few step sizes (empirical-risk phases).
 
-from experiments.configs import phase_diagram
+A config of experiments.sweep (the phase diagram over step sizes, at fixed N values).
+configs/sample_complexity.py is the config of the other finite-sample binary,
+experiments.sample_complexity (success rate against N / (d ln d), the step sizes fixed):
+two binaries of the topic of lagjax/analysis/finite_sample.py, one config each, named after
+the binary that reads it.
+"""
+
+from experiments.configs import sweep
 
 
 def get_config():
-  config = phase_diagram.get_config()
+  config = sweep.get_config()
   config.d_list = (16,)
   config.steps_list = (300,)
-  config.eta1 = phase_diagram.grid(4.0, 64.0, 3)
-  config.eta2 = phase_diagram.grid(64.0, 1024.0, 3)
+  config.eta1 = sweep.grid(4.0, 64.0, 3)
+  config.eta2 = sweep.grid(64.0, 1024.0, 3)
   config.n_samples_list = (11, 22, 44, 89, 177)   # c · d ln d for c = 1/4 … 4 at d = 16
   config.num_seeds = 16
   config.chunk_size = 256

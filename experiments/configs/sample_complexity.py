@@ -3,7 +3,9 @@
 Each phase runs on the empirical risk of N fresh strings (N1 = N2 = N3 = N),
 N = c · d ln d for c in `c_list`; success means final population 0-1 error
 <= `error_threshold`, estimated on a fixed sample of `error_samples` strings.
-Step sizes as in configs/claims.py: η1 = d, η2 = d², η3 = 1.
+Step sizes as in configs/claims.py: η1 = d, η2 = d², η3 = 1. (configs/finite_sample.py is
+the sweep's finite-sample config: step sizes × N; this binary fixes the step sizes and varies
+N / (d ln d).)
 """
 
 import ml_collections

@@ -105,7 +105,7 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
   config.block_threads = 2     # (task, attention) blocks run at once in one process
   # XLA's backend optimisation level: None is XLA's default; the quick variant uses 0, which
   # compiles 3-4x faster (its 20-step runs are all compilation), with the CPU fusion
-  # emitters off as well (experiments.common.xla_backend_optimization).
+  # emitters off as well (lagjax.xla_flags.backend_optimization).
   config.xla_backend_optimization_level = ml_collections.FieldReference(None, field_type=int)
   config.task_settings = ml_collections.ConfigDict({
       "occurrence": _settings(steps=1000, eta_grid=LANGUAGE_GRID, eta_cap=LANGUAGE_CAP,

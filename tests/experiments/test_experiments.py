@@ -20,12 +20,9 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT = 240
 
 
-CONFIGS = {"sweep": "phase_diagram"}   # binaries whose default config has another name
-
-
 def command(name, *overrides, workdir=None):
   args = [sys.executable, "-m", f"experiments.{name}", "--config",
-          f"experiments/configs/{CONFIGS.get(name, name)}.py", *overrides]
+          f"experiments/configs/{name}.py", *overrides]
   return args + ([f"--workdir={workdir}"] if workdir else [])
 
 
@@ -58,6 +55,7 @@ def read_csv(path):
     return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["claims", "sample_complexity"])
 def test_metadata_says_when_how_and_from_what(outputs, name):
   """metadata.json of a finished run: the config with its hash, UTC start and finish, the
@@ -78,6 +76,7 @@ def test_metadata_says_when_how_and_from_what(outputs, name):
     assert "Geometric" in metadata["languages"]["5"]["length_law"]
 
 
+@pytest.mark.slow
 def test_claims(outputs):
   code, text, workdir = outputs["claims"]
   assert code == 0, text
@@ -97,6 +96,7 @@ def test_claims(outputs):
   assert "joint (KQV form)" in text
 
 
+@pytest.mark.slow
 def test_sample_complexity(outputs):
   code, text, workdir = outputs["sample_complexity"]
   assert code == 0, text
@@ -109,6 +109,7 @@ def test_sample_complexity(outputs):
   assert float(row["success"]) in (0.0, 0.5, 1.0)  # a fraction of 2 seeds
 
 
+@pytest.mark.slow
 def test_risk_at_zero(outputs):
   """R(0) = 1/2, ∂R/∂α = 0, ∂R/∂β = (-1/d, 1/(d(d-1)), …) at d = 5 (docs/theory.md section 4)."""
   code, text, _ = outputs["risk_at_zero"]
@@ -124,6 +125,7 @@ def test_risk_at_zero(outputs):
   assert alpha == pytest.approx([0.0] * 5, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_locked_config_rejects_misspelled_field(outputs):
   code, text, _ = outputs["misspelled"]
   assert code != 0
@@ -219,10 +221,10 @@ def test_table1_direct_model_follows_the_theory():
   _, results = protocol.run_task(config, "occurrence", built, jax.random.key(0),
                                  jax.random.key(1))
   frozen, joint = results["attention_only"], results["joint"]
-  np.testing.assert_array_equal(np.asarray(frozen.attention), 0.0)
-  np.testing.assert_array_equal(np.asarray(frozen.output), 0.0)
-  assert np.all(np.abs(np.asarray(joint.output[:, -1])).max(-1) > 0.01)
-  assert np.all(np.abs(np.asarray(joint.attention[:, -1])).max(-1) > 0.0)
+  np.testing.assert_array_equal(np.asarray(frozen.alpha), 0.0)
+  np.testing.assert_array_equal(np.asarray(frozen.beta), 0.0)
+  assert np.all(np.abs(np.asarray(joint.beta[:, -1])).max(-1) > 0.01)
+  assert np.all(np.abs(np.asarray(joint.alpha[:, -1])).max(-1) > 0.0)
 
 
 @pytest.mark.parametrize("name, model", [("occurrence", "transformer"), ("or", "direct"),
@@ -267,7 +269,7 @@ def test_table1_one_compilation_equals_per_plan_runs(name, model):
     data = jax.tree_util.tree_map(lambda x: jax.numpy.stack([x] * config.num_seeds),
                                   plan.data())
     alone = runner(test_keys, data)
-    for field in ("test_loss", "attention", "output"):
+    for field in ("risk", "alpha", "beta"):
       # Relative as well as absolute: a diverging seed reaches losses ~1e22, where one ulp
       # is ~1e6 and reordered sums differ by a few ulps.
       chex.assert_trees_all_close(np.asarray(getattr(together, field)),
@@ -306,7 +308,7 @@ def test_table1_selection_averages_each_candidate_over_validation_seeds(select_b
   sign = 1.0 if metric_name == "risk" else -1.0
 
   class FakeRun(NamedTuple):
-    test_loss: np.ndarray
+    risk: np.ndarray
     test_metric: np.ndarray
     diverged: np.ndarray
 
@@ -334,6 +336,7 @@ def test_table1_selection_averages_each_candidate_over_validation_seeds(select_b
   assert chosen.chosen["joint"].eta_out == 0.2
 
 
+@pytest.mark.slow
 def test_table1_binary_rejects_a_bad_override_of_a_keyword_task():
   """The documented indexed override reaches the "and" block and fails before any compute."""
   result = subprocess.run(
@@ -350,6 +353,7 @@ WORKDIR_BINARIES = ("atlas", "claims", "regimes", "sample_complexity", "scaling"
                     "table1")
 
 
+@pytest.mark.slow
 def test_every_binary_rejects_a_workdir_that_is_a_file(tmp_path):
   """--workdir naming a file: one line naming the path (nothing else: no flag help, no
   traceback), exit status 2, before any computation (experiments/cli.py)."""
@@ -395,6 +399,7 @@ def test_writable_workdir_names_the_path(tmp_path):
     ("--config.languages=('tomita:9',)",
      "atlas.py: error: config.languages: tomita k must be an integer in {1, …, 7}; got 9."),
 ])
+@pytest.mark.slow
 def test_atlas_bad_config_is_one_line(tmp_path, override, message):
   """A bad layout or language spec: that one line, exit status 2, no workdir left behind."""
   workdir = tmp_path / "atlas"
@@ -411,6 +416,7 @@ def test_atlas_bad_config_is_one_line(tmp_path, override, message):
     (":fast", "--config.num_seeds=2",
      "unknown config variant 'fast' of table1.py; allowed: quick"),
 ])
+@pytest.mark.slow
 def test_table1_variant_keeps_the_command_line(tmp_path, variant, override, message):
   """The quick variant is built before the overrides, so a bad num_seeds is refused in it as
   in the full config (it used to run with 2 seeds); an unknown variant is named."""

@@ -247,7 +247,8 @@ def test_table1_quick_smoke(one_process):
     assert (workdir / name).exists(), name
   rows = (workdir / "table1.csv").read_text().splitlines()
   # occurrence (direct and exact), ICL and SLR (the KQV parameterisation runs in
-  # tests/experiments/test_experiments.py::test_table1_one_compilation_equals_per_plan_runs); per block
+  # tests/experiments/test_experiments.py::test_table1_one_compilation_equals_per_plan_runs);
+  # per block
   # the rows joint, three_phase, three_phase_per_phase and output_only.
   assert len(rows) == 1 + 4 * 4
   assert sum(row.split(",")[1] == "exact" for row in rows) == 4

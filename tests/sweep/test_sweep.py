@@ -17,7 +17,7 @@ import pytest
 import lagjax as lj
 from experiments import common
 from experiments import sweep as sweep_binary
-from experiments.configs import phase_diagram
+from experiments.configs import sweep as sweep_config
 from lagjax import sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -102,7 +102,7 @@ def test_divergence_is_isolated(reference):
 
 def run_binary(workdir, *extra, env=None, process_args=(), niceness=0):
   command = [sys.executable, "-m", "experiments.sweep", "--config",
-             os.path.join(ROOT, "experiments/configs/phase_diagram.py"), "--workdir", workdir,
+             os.path.join(ROOT, "experiments/configs/sweep.py"), "--workdir", workdir,
              "--config.d_list=(6,)", "--config.steps_list=(40,)", "--config.num_records=8",
              "--quiet", *extra, *process_args]
   if niceness:  # coreutils' nice, not preexec_fn: forking a threaded process may deadlock
@@ -338,7 +338,7 @@ def test_binary_writes_outputs_and_refuses_other_config(uninterrupted_run):
                          r"\[.*'even_pairs'"),
 ])
 def test_validation_names_the_field(field, value, message):
-  config = phase_diagram.get_config()
+  config = sweep_config.get_config()
   config[field] = value
   with pytest.raises(ValueError, match=message):
     sweep_binary.validate(config)
@@ -347,7 +347,7 @@ def test_validation_names_the_field(field, value, message):
 def test_any_registered_language_by_name():
   """A regular language by its spec passes validation at its own alphabet size and reaches
   the exact transfer route; occurrence keeps config.letters."""
-  config = phase_diagram.get_config()
+  config = sweep_config.get_config()
   config.language, config.d_list = "tomita:3", (2,)
   sweep_binary.validate(config)
   lang = sweep_binary.config_language(config, 2)
@@ -366,7 +366,7 @@ def test_any_registered_language_by_name():
     ({"points": (1.0, -2.0)}, "eta1"),
 ])
 def test_grid_validation_names_the_field(change, message):
-  config = phase_diagram.get_config()
+  config = sweep_config.get_config()
   for key, value in change.items():
     config.eta1[key] = value
   with pytest.raises(ValueError, match=message):
@@ -505,7 +505,7 @@ def test_chunk_write_restores_a_non_python_handler_and_leaves_no_temporary_file(
 def test_phase_diagram_names_the_exact_boundary_only_where_it_is_drawn(reference, tmp_path,
                                                                         monkeypatch):
   from experiments import plotting
-  config = phase_diagram.get_config()
+  config = sweep_config.get_config()
   config.exact_boundary = False
   figures = []
   monkeypatch.setattr(common.pyplot(), "close", figures.append)  # keep the figure to read it

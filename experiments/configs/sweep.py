@@ -1,7 +1,7 @@
 """Phase diagram of the three-phase plan at d = 50 over (η1, η2) (the README's main job).
 
 T = 10^4 output steps in phase 3, evaluated in closed form (O(1) in T).
-  python -m experiments.sweep --config experiments/configs/phase_diagram.py --workdir runs/pd
+  python -m experiments.sweep --config experiments/configs/sweep.py --workdir runs/pd
 Override any field, e.g. --config.eta1.num=64 --config.d_list='(100,)'.
 """
 
