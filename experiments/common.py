@@ -84,6 +84,17 @@ def pyplot():
   return plt
 
 
+def save_figure(fig, path: str, *, legend=None, dpi: int = 130) -> str:
+  """Draws `legend`'s legend (small type), lays the figure out tight, writes it to `path` and
+  closes it (binaries draw many figures; open ones hold memory). Returns the path."""
+  if legend is not None:
+    legend.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=dpi)
+  pyplot().close(fig)
+  return path
+
+
 def writable_workdir(path: str) -> str:
   """Creates the --workdir folder if needed and checks that a file can be written there.
 

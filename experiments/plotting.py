@@ -114,11 +114,7 @@ def risk_curves(results: dict, config, path: str) -> str | None:
   ax.set_xscale("symlog", linthresh=1.0)
   ax.set(yscale="log", xlabel="step", ylabel="population risk", xlim=(0, int(key.steps)),
          title=f"{key.plan}, d = {key.d}, T = {key.steps}")
-  ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=130)
-  plt.close(fig)
-  return path
+  return common.save_figure(fig, path, legend=ax)
 
 
 def sweep_figures(results: dict, config, workdir: str) -> list[str]:

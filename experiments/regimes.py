@@ -26,7 +26,7 @@ from absl import flags
 from ml_collections import config_flags
 
 import lagjax as lj
-from experiments import cli, common
+from experiments import cli, common, grids
 from lagjax import regimes
 
 _CONFIG = config_flags.DEFINE_config_file("config")
@@ -51,7 +51,7 @@ def d_values(config) -> np.ndarray:
                                   integral_floats=True)
   lj.validation.check_int(f"config.d_grid.d_max (>= d_min = {d_min})", grid.d_max, d_min,
                           integral_floats=True)
-  ds = np.unique(np.round(np.geomspace(d_min, grid.d_max, grid.num)).astype(int))
+  ds = np.unique(np.round(grids.points(d_min, grid.d_max, grid.num)).astype(int))
   if ds.size < 4:
     raise ValueError(f"config.d_grid must give at least 4 distinct alphabet sizes d (the scaling "
                      f"fits use 4 or more); num = {grid.num} from d_min = {d_min} to d_max = "
@@ -171,8 +171,8 @@ def collapse_figure(config, regime_by_d, path) -> list[dict]:
   with R*(Δ). Right: R*(Δ)/R*(0) against Δ/Δ_ε across d (regime_by_d: the T = ∞ regime of
   every collapse_d and boundary_d). Returns the collapse residuals."""
   plt = common.pyplot()
-  eta1 = np.geomspace(1.0, 1e4, config.collapse_points)
-  eta2 = np.geomspace(1.0, 1e6, config.collapse_points)
+  eta1 = grids.points(1.0, 1e4, config.collapse_points)
+  eta2 = grids.points(1.0, 1e6, config.collapse_points)
   grid1, grid2 = (g.ravel() for g in np.meshgrid(eta1, eta2, indexing="ij"))
   fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
   residuals = []
@@ -207,10 +207,7 @@ def collapse_figure(config, regime_by_d, path) -> list[dict]:
                label=f"d = {d}")
   right.set(yscale="log", xlabel="Δ / Δ_ε", ylabel="R*(Δ) / R*(0)",
             title=f"R*(Δ) on normalised axes (R* < {ROUNDOFF_RISK:g}: roundoff, not drawn)")
-  right.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=130)
-  plt.close(fig)
+  common.save_figure(fig, path, legend=right)
   return residuals
 
 
@@ -219,7 +216,7 @@ def boundary_figure(config, regime_by_d, path) -> None:
   fig, ax = plt.subplots(figsize=(6.5, 4.8))
   for d in config.boundary_d:
     regime = regime_by_d[d]
-    eta1 = np.geomspace(1e-4 * regime.eta1_max, 0.999 * regime.eta1_max, 300)
+    eta1 = grids.points(1e-4 * regime.eta1_max, 0.999 * regime.eta1_max, 300)
     (line,) = ax.plot(eta1, regime.eta2_min(eta1), label=f"d = {d}")
     ax.axvline(regime.eta1_max, color=line.get_color(), ls=":", lw=0.8)
     ax.plot([d], [d**2], marker="*", ms=10, color=line.get_color(), ls="none")
@@ -327,7 +324,7 @@ def kqv_table(config, workdir) -> tuple[list[dict], list[dict], str]:
       lambda *leaves: jnp.stack([s * leaf for leaf in leaves for s in scales]), *units)
   alpha0, alpha1, alpha2 = (np.asarray(a) for a in jax.jit(jax.vmap(step, in_axes=(0, None)))(
       params, eta1))
-  eta2 = np.geomspace(kqv.eta2_min, kqv.eta2_max, kqv.eta2_num)
+  eta2 = grids.points(kqv.eta2_min, kqv.eta2_max, kqv.eta2_num)
   alpha = (alpha0[:, None] + eta2[None, :, None] * alpha1[:, None]
            + eta2[None, :, None] ** 2 * alpha2[:, None])
   risk = np.asarray(regimes.limit_risk(lang)(alpha)).reshape(kqv.seeds, scales.size, -1)

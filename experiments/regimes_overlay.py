@@ -14,7 +14,7 @@ import functools
 import numpy as np
 
 import lagjax as lj
-from experiments import common
+from experiments import common, grids
 from lagjax import regimes
 
 
@@ -48,7 +48,7 @@ def draw_boundary(ax, key, config, eta3s) -> bool:
   if regime is None:
     return False
   low, high = ax.get_xlim()
-  eta1 = np.geomspace(low, high, 128)
+  eta1 = grids.points(low, high, 128)
   ax.plot(eta1, np.asarray(regime.eta2_min(eta1)), ls="--", color="red", lw=1.2, zorder=3,
           label="exact boundary (lj.regimes)")
   if np.isfinite(regime.eta1_max) and low < regime.eta1_max < high:

@@ -23,7 +23,7 @@ import time
 import jax
 import numpy as np
 
-from experiments import common
+from experiments import common, grids
 from lagjax import finite_sample, languages, metrics, scaling, validation
 from lagjax import partition as partition_lib
 
@@ -97,7 +97,7 @@ def joint_part(config, log):
   eta_rows, lag_rows, regime_rows = [], [], []
   lag_d = set(config.lag_d) if "lag" in config.parts else set()
   regime_d = set(regime_d_grid(config).tolist()) if "regimes" in config.parts else set()
-  fractions = np.geomspace(*config.regime_eta_fractions, config.regime_eta_points)
+  fractions = grids.points(*config.regime_eta_fractions, config.regime_eta_points)
   largest_cap = max(config.max_steps, config.bisection_max_steps, config.regime_max_steps)
   for name in config.languages:
     for d in sorted(lag_d | regime_d):

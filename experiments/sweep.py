@@ -27,7 +27,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 import lagjax as lj
-from experiments import cli, common, distributed, plotting, regimes_overlay
+from experiments import cli, common, distributed, grids, plotting, regimes_overlay
 from lagjax import sweep
 from lagjax.sweep import chunk_store
 
@@ -36,26 +36,11 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/sweep", "Output folder (resumabl
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace a workdir holding another config.")
 _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar: log progress lines instead.")
 
-GRID_SCALES = ("log", "linear")
 
 
 def grid_values(config, name: str) -> np.ndarray:
   """The step sizes of grid config.<name>, validated."""
-  spec = config[name]
-  if spec.points:
-    values = np.asarray(spec.points, dtype=np.float64)
-  else:
-    if spec.scale not in GRID_SCALES:
-      raise ValueError(f"config.{name}.scale must be one of {GRID_SCALES}; got {spec.scale!r}.")
-    if spec.num < 1:
-      raise ValueError(f"config.{name}.num must be >= 1 (the grid is empty); got {spec.num}.")
-    if spec.scale == "log":
-      if spec.start <= 0 or spec.stop <= 0:
-        raise ValueError(f"config.{name}: a log grid needs start, stop > 0; got "
-                         f"{spec.start}, {spec.stop}.")
-      values = np.geomspace(spec.start, spec.stop, spec.num)
-    else:
-      values = np.linspace(spec.start, spec.stop, spec.num)
+  values = grids.values(config[name], f"config.{name}")
   if values.size == 0:
     raise ValueError(f"config.{name} is empty; give points=(...) or num >= 1.")
   if not np.all(np.isfinite(values)) or np.any(values < 0):

@@ -35,7 +35,7 @@ from ml_collections import config_flags
 
 from experiments import cli, common, distributed, table1_exact
 from experiments import table1_protocol as protocol
-from lagjax import metrics
+from lagjax import metrics, tasks
 
 # Jitted once: op by op, each lag metric's operations would compile one by one (~50 of them).
 LAG = jax.jit(metrics.lag_metrics)
@@ -238,13 +238,13 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
             "| task | optimizer | T | η grid | model | lengths |", "|---|---|---|---|---|---|"]
   for name in lengths:  # the tasks run so far
     s = config.task_settings[name]
-    if name == "slr":
+    if s.model == "slr":
       model = f"SLR (κ, ν), m = {config.width}"
     elif s.model == "direct":
       model = f"direct (α, β) from 0, d = {config.width}"
     else:
-      size = (f"k = {s.k} tokens, current ⊕ previous" if name == "icl_bigram" else
-              "d = 2" if name == "even_pairs" else f"d = {config.width}")
+      size = (f"k = {s.k} tokens, current ⊕ previous" if tasks.spec(name).previous_token else
+              f"d = {config.width}" if "d" in tasks.options(name) else "d = 2")
       model = f"{size}, {s.heads} head(s), {s.query} query, positions: {s.positional}"
     lines.append(f"| {name} | {s.optimizer} | {s.steps} | {tuple(s.eta_grid)} | {model} | "
                  f"{lengths[name]} |")

@@ -23,7 +23,6 @@ import lagjax as lj
 from experiments import table1_protocol as protocol
 from experiments import table1_selection as selection
 from lagjax import tasks
-from lagjax.data import regular_builtins
 from lagjax.dynamics import train as train_lib
 from lagjax.models import direct
 
@@ -32,13 +31,9 @@ MODELS = {"even_pairs": "last-token query, first/last tables, CLS, d = 2"}
 
 def language_and_theta0(name: str, config):
   """The task's language under its (untruncated) length law, and θ0 = 0 in its layout."""
-  settings = config.task_settings[name]
-  if name == "even_pairs":
-    task = tasks.get_task(name, max_len=settings.max_len)
-    return (regular_builtins.even_pairs(length=task.length),
-            lj.init_params(2, cls=True, query="last", positions="first_last"))
-  task = tasks.get_task(name, d=config.width, max_len=settings.max_len)
-  return task.extras["language"], lj.init_params(config.width, cls=True)
+  task = tasks.get_task(name, **protocol.task_options(name, config))
+  lang = task.extras["language"]
+  return lang, lj.init_params(lang.d, **tasks.spec(name).direct_layout)
 
 
 def describe_model(name: str, config) -> str:

@@ -35,8 +35,9 @@ from lagjax.models import slr, transformer
 
 NUM_SLOTS = 3  # the longest plan (three_phase); shorter plans are padded
 
-# Tasks with exact rows (population GD by an exact route, experiments.table1_exact).
-EXACT_TASKS = ("occurrence", "or", "and", "even_pairs")
+# Tasks with exact rows (population GD by an exact route, experiments.table1_exact): the
+# language tasks of the task registry.
+EXACT_TASKS = tasks.names(language=True)
 # Positional options under which the transformer reads counts (and the first and last token).
 COUNT_POSITIONS = ("none", "first_last")
 LOWER_IS_BETTER = {"accuracy": False, "risk": True, "kl_to_bayes": True}
@@ -155,11 +156,24 @@ def validate(config) -> None:
     if settings.exact not in (True, False) or (settings.exact and name not in EXACT_TASKS):
       _fail(f"{field}.exact", f"True for a task with an exact route {EXACT_TASKS} or False",
             settings.exact)
-    if name == "icl_bigram":
+    if "k" in tasks.options(name):  # a task of k tokens (the ICL bigram)
       if not (validation.is_int(settings.k) and settings.k >= 2):
         _fail(f"{field}.k", "an integer >= 2", settings.k)
       if not (isinstance(settings.mean_length, float | int) and settings.mean_length > 1):
         _fail(f"{field}.mean_length", "a number > 1", settings.mean_length)
+
+
+def task_options(name: str, config) -> dict:
+  """The factory options of task `name` from its settings: max_len, d = config.width for a
+  task of width d, and k with a geometric length law of mean config's mean_length for a
+  task of k tokens (lj.tasks.options says which a task takes)."""
+  settings = config.task_settings[name]
+  options = {"max_len": settings.max_len}
+  if "d" in tasks.options(name):
+    options["d"] = config.width
+  if "k" in tasks.options(name):
+    options.update(k=settings.k, length=lj.geometric(1.0 / settings.mean_length))
+  return options
 
 
 def build(name: str, config, attention: str = "kqv"):
@@ -173,13 +187,13 @@ def build(name: str, config, attention: str = "kqv"):
   token form, at V or V + 2 entries per string instead of max_len.
   """
   settings = config.task_settings[name]
-  if name == "slr":
-    task = tasks.get_task("slr", m=config.width, max_len=settings.max_len)
+  if settings.model == "slr":
+    task = tasks.get_task(name, m=config.width, max_len=settings.max_len)
     return task, models.Model(
         lambda key: (slr.init(key, config.width, config.init_scale), {}),
         lambda params, fixed, batch: slr.apply(params, batch.inputs, batch.mask), slr.PARAM_GROUPS)
   if settings.model == "direct":
-    task = tasks.get_task(name, d=config.width, max_len=settings.max_len)
+    task = tasks.get_task(name, **task_options(name, config))
     if config.count_form:
       return tasks.count_form(task), models.Model(
           lambda key: (lj.init_params(config.width), {}),
@@ -189,19 +203,13 @@ def build(name: str, config, attention: str = "kqv"):
         lambda key: (lj.init_params(config.width), {}),
         lambda params, fixed, batch: lj.forward_tokens(params, batch.inputs, batch.mask),
         models.direct.PARAM_GROUPS)
-  model = dict(heads=settings.heads, query=settings.query, positional=settings.positional,
-               attention=attention)
-  if name == "icl_bigram":
-    task = tasks.get_task(name, k=settings.k, length=lj.geometric(1.0 / settings.mean_length),
-                          max_len=settings.max_len)
-    model.update(vocab=settings.k, outputs=settings.k, previous_token=True)
-  elif name == "even_pairs":
-    task = tasks.get_task(name, max_len=settings.max_len)
-    model.update(vocab=2)
-  else:
-    task = tasks.get_task(name, d=config.width, max_len=settings.max_len)
-    model.update(vocab=config.width)
-  model = transformer.TransformerConfig(max_len=task.max_len, **model)
+  task = tasks.get_task(name, **task_options(name, config))
+  # The task declares its vocabulary and logits, the registry whether the model also reads
+  # the previous token (lj.tasks.TaskSpec).
+  model = transformer.TransformerConfig(
+      max_len=task.max_len, heads=settings.heads, query=settings.query,
+      positional=settings.positional, attention=attention, vocab=task.input_dim,
+      outputs=task.n_outputs, previous_token=tasks.spec(name).previous_token)
   if config.count_form and not model.previous_token and model.positional in COUNT_POSITIONS:
     task = tasks.count_form(task, ends=not (model.query == "cls" and model.positional == "none"))
   return task, models.Model(
@@ -213,7 +221,7 @@ def build(name: str, config, attention: str = "kqv"):
 
 def attention_variants(config, name: str) -> tuple[str, ...]:
   """The transformer's attention parameterisations to report for task `name`."""
-  if name == "slr" or config.task_settings[name].model != "transformer":
+  if config.task_settings[name].model != "transformer":  # the SLR and direct models
     return ("kqv",)
   return tuple(config.attention_variants)
 

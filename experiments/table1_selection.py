@@ -24,11 +24,18 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-# Plans with two step sizes: the η name fed by η_out and the one fed by η_attn.
-TWO_STEP_SIZES = {"three_phase": {"eta1": "out", "eta2": "attn", "eta3": "out"},
-                  "attention_first": {"eta2": "attn", "eta3": "out"}}
+import lagjax as lj
+
 PER_PHASE = "_per_phase"  # row suffix of a two-step-size plan with η_attn = m·η_out chosen
 SELECT_BY = ("loss", "metric")  # what a row is chosen by first; the other breaks ties
+
+
+def step_size_groups(plan_name: str) -> dict[str, str] | None:
+  """For a plan with an output and an attention step size, each step-size name's group
+  ({"eta1": "output", "eta2": "attention", ...}, from the plan registry, plans.PLANS):
+  η_out feeds the output ones, η_attn the attention ones. None for a one-step-size plan."""
+  groups = lj.plans.get_plan(plan_name).step_size_groups()
+  return groups if set(groups.values()) == {"output", "attention"} else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +50,8 @@ class Candidate:
   def etas(self) -> dict:
     if self.eta_attn is None:
       return {"eta": self.eta_out}
-    by_kind = {"out": self.eta_out, "attn": self.eta_attn}
-    return {name: by_kind[kind] for name, kind in TWO_STEP_SIZES[self.plan_name].items()}
+    by_group = {"output": self.eta_out, "attention": self.eta_attn}
+    return {name: by_group[group] for name, group in step_size_groups(self.plan_name).items()}
 
   def describe(self) -> str:
     if self.eta_attn is None:
@@ -54,7 +61,7 @@ class Candidate:
 
 def rows_of(plan_name: str) -> tuple[str, ...]:
   """The table rows of a plan: itself, and its per-phase row if it has two step sizes."""
-  return (plan_name, plan_name + PER_PHASE) if plan_name in TWO_STEP_SIZES else (plan_name,)
+  return (plan_name, plan_name + PER_PHASE) if step_size_groups(plan_name) else (plan_name,)
 
 
 def candidates(grids: dict[str, Sequence[float]], multipliers) -> list[Candidate]:
@@ -63,7 +70,7 @@ def candidates(grids: dict[str, Sequence[float]], multipliers) -> list[Candidate
   found = []
   for plan_name, grid in grids.items():
     for eta in grid:
-      if plan_name not in TWO_STEP_SIZES:
+      if not step_size_groups(plan_name):
         found.append(Candidate((plan_name,), plan_name, float(eta), None))
         continue
       for m in multipliers:

@@ -7,6 +7,7 @@ two binaries of the topic of lagjax/analysis/finite_sample.py, one config each, 
 the binary that reads it.
 """
 
+from experiments import grids
 from experiments.configs import sweep
 
 
@@ -14,8 +15,8 @@ def get_config():
   config = sweep.get_config()
   config.d_list = (16,)
   config.steps_list = (300,)
-  config.eta1 = sweep.grid(4.0, 64.0, 3)
-  config.eta2 = sweep.grid(64.0, 1024.0, 3)
+  config.eta1 = grids.spec(4.0, 64.0, 3)
+  config.eta2 = grids.spec(64.0, 1024.0, 3)
   config.n_samples_list = (11, 22, 44, 89, 177)   # c · d ln d for c = 1/4 … 4 at d = 16
   config.num_seeds = 16
   config.chunk_size = 256

@@ -7,12 +7,7 @@ Override any field, e.g. --config.eta1.num=64 --config.d_list='(100,)'.
 
 import ml_collections
 
-
-def grid(start, stop, num, scale="log", points=()):
-  """A step-size grid: `points` if given, else `num` points from start to stop."""
-  return ml_collections.ConfigDict(
-      dict(start=float(start), stop=float(stop), num=int(num), scale=scale,
-           points=tuple(float(v) for v in points)))
+from experiments import grids
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -29,10 +24,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.route = "auto"
   config.plans = ("three_phase",)    # joint | three_phase | attention_first | output_only | ...
   config.steps_list = (10_000,)      # T
-  config.eta1 = grid(1.0, 1e4, 512)
-  config.eta2 = grid(1.0, 1e6, 512)
-  config.eta3 = grid(1.0, 1.0, 1, points=(1.0,))
-  config.eta = grid(1.0, 1.0, 1, points=(1.0,))
+  config.eta1 = grids.spec(1.0, 1e4, 512)
+  config.eta2 = grids.spec(1.0, 1e6, 512)
+  config.eta3 = grids.spec(1.0, 1.0, 1, points=(1.0,))
+  config.eta = grids.spec(1.0, 1.0, 1, points=(1.0,))
   config.n_samples_list = (0,)       # 0: population risk; N > 0: empirical risk of N samples
   config.num_seeds = 1               # seeds per configuration (finite-sample plans)
   config.success_risk = 1e-3         # ε: a configuration succeeds when final risk <= ε
