@@ -8,7 +8,7 @@ its own lagjax: commands are run with the tree as working directory, and
 
 Usage (from the repo root):
   python -m benchmarks.compare_commits --baseline REV --repeats 3 -- \\
-      python -m experiments.sweep --config experiments/configs/phase_diagram.py \\
+      python -m experiments.sweep --config experiments/configs/sweep.py \\
       --workdir {workdir} --quiet
 "{workdir}" in the command is replaced by a fresh temporary folder per run.
 """

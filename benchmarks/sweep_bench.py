@@ -1,7 +1,7 @@
 """Throughput and memory of sweeps over training plans (docs/theory.md sections 5-6).
 
 Cases:
-  1. the default phase diagram (experiments/configs/phase_diagram.py: three-phase
+  1. the default phase diagram (experiments/configs/sweep.py: three-phase
      plan, d = 50, T = 10^4, 512 × 512 (η1, η2), closed-form engine) end to end:
      `python -m experiments.sweep --config ... --workdir <fresh tmpdir> --quiet`
      as a subprocess on the CPU (JAX_PLATFORMS=cpu) under /usr/bin/time -v. Wall
@@ -65,12 +65,12 @@ from benchmarks import harness  # noqa: E402
 from benchmarks.harness import status  # noqa: E402
 from benchmarks.plans_bench import closed_form_cases  # noqa: E402
 from experiments import sweep as sweep_binary  # noqa: E402
-from experiments.configs import phase_diagram  # noqa: E402
+from experiments.configs import sweep as sweep_config  # noqa: E402
 from lagjax import sweep  # noqa: E402
 from lagjax.dynamics.train import make_runner  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = "experiments/configs/phase_diagram.py"
+CONFIG = "experiments/configs/sweep.py"
 STRETCH_FLAGS = ("--config.eta1.num=1024", "--config.eta2.num=1024")
 GIB = 2.0**30
 D = 50
@@ -238,7 +238,7 @@ def kernel_case(repeats: int) -> dict:
 
 def in_process_sweep_case() -> dict:
   """run_sweep on case 1's table on one device: whole and after-first-chunk throughput."""
-  config = phase_diagram.get_config()
+  config = sweep_config.get_config()
   table = sweep_binary.config_table(config)
   marks = []
   with tempfile.TemporaryDirectory(prefix="sweep_bench_") as workdir:
