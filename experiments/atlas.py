@@ -52,11 +52,12 @@ def main(argv):
   star_free = [regular.is_star_free(lang) for lang in langs]
   started, started_utc = experiment.started, experiment.started_utc
   results = {}
+  # Two compiled stages per layout (the best risk, then the plans), reported as one total.
+  stages = experiment.progress("stages (best risk, plans) of the layouts")
   for k, layout in enumerate(config.layouts):
-    print(f"[{k + 1}/{len(config.layouts)}] layout {layout} ({time.time() - started:.0f} s)",
-          flush=True)
-    results[layout] = atlas.run(langs, atlas.LAYOUTS[layout], settings,
-                                progress=lambda message: print(message, flush=True))
+    results[layout] = atlas.run(
+        langs, atlas.LAYOUTS[layout], settings,
+        progress=lambda done, total, k=k: stages(k * total + done, len(config.layouts) * total))
     write(workdir, results, langs, names, star_free, settings, started, config, started_utc)
   print(f"wrote {workdir} in {time.time() - started:.0f} s", flush=True)
 

@@ -380,7 +380,8 @@ def main(argv):
   experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=validate)
   config, ds, workdir = experiment.config, experiment.validated, experiment.workdir
   start = experiment.started
-  print(f"[1/3] exact regimes at {len(ds)} alphabet sizes d", flush=True)
+  parts = experiment.progress("parts (regimes, lengths, KQV plan)")
+  parts(0, 3)
   rows, by_d = regime_rows(config, ds)
   for d in set(config.collapse_d) | set(config.boundary_d):  # the figures' d, once each
     if d not in by_d:
@@ -403,7 +404,7 @@ def main(argv):
             "ε/10 <= R* <= 10ε; at finite T, slow phase-3 directions keep some points off the "
             "T = ∞ curve)\n\n"
             + common.markdown_table(residuals))
-  print(f"[2/3] bounded against unbounded lengths ({time.time() - start:.0f} s)", flush=True)
+  parts(1, 3)
   lengths_rows, _ = lengths_table(config, workdir)
   common.write_csv(lengths_rows, os.path.join(workdir, "lengths.csv"))
   with open(os.path.join(workdir, "lengths.md"), "w") as f:
@@ -411,12 +412,13 @@ def main(argv):
             f"mean length m, ε = {config.eps:g})\n\n" + LENGTHS_NOTE + "\n"
             + common.markdown_table(lengths_rows))
   timings["lengths"] = time.time() - start - timings["regimes"]
-  print(f"[3/3] the KQV three-phase plan ({time.time() - start:.0f} s)", flush=True)
+  parts(2, 3)
   kqv_rows, kqv_fits, _ = kqv_table(config, workdir)
   common.write_csv(kqv_rows, os.path.join(workdir, "kqv.csv"))
   with open(os.path.join(workdir, "kqv.md"), "w") as f:
     f.write(f"# KQV three-phase plan (d = {config.kqv.d}, η1 = {config.kqv.eta1_over_d:g}·d)"
             "\n\n" + common.markdown_table(kqv_fits) + "\n" + common.markdown_table(kqv_rows))
+  parts(3, 3)
   wall = time.time() - start
   print(common.markdown_table([{k: r[k] for k in ("d", "b", "c", "delta_eps", "eta1_max",
                                                    "paper_margin")} for r in rows]))

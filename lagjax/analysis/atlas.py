@@ -283,7 +283,7 @@ def _best_risk(automaton, p, key, *, layout, settings, left):
   return jax.vmap(one)(automaton, p, keys)
 
 
-def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=print) -> dict:
+def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=None) -> dict:
   """The atlas rows of `langs` under one layout (docs/theory.md §10).
 
   Exact population GD on the transfer route (§3d) from θ0 = 0: the best squared risk
@@ -296,7 +296,9 @@ def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=
     langs: regular languages with geometric length laws (see Automata).
     layout: the direct model's layout (§2b), e.g. LAYOUTS["cls"].
     settings: what to compute (Settings).
-    progress: called with a line before each of the two compiled stages.
+    progress: optional progress(done, total) callback over the two compiled stages (the
+      best risk, then the plans): (0, 2) before, (1, 2) between, (2, 2) after. This
+      module prints nothing; a binary renders it.
 
   Returns:
     A dict: best_risk, best_grad_norm (‖∇R‖ at the L-BFGS point), grid_covered (L,);
@@ -313,7 +315,7 @@ def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=
     >>> settings = atlas.Settings(steps=4, grid=(1.0,), record_every=2, starts=1,
     ...                           iterations=1)
     >>> langs = [lj.languages.from_spec("parity"), lj.languages.from_spec("even_pairs")]
-    >>> rows = atlas.run(langs, atlas.LAYOUTS["cls"], settings, progress=lambda line: None)
+    >>> rows = atlas.run(langs, atlas.LAYOUTS["cls"], settings)
     >>> rows["attention_only"].tolist()   # β stays 0, so attention gets no gradient: R(0) = ½
     [0.5, 0.5]
     >>> rows["steps"].tolist(), (rows["best_risk"] <= rows["joint"]).tolist()
@@ -321,13 +323,14 @@ def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=
   """
   automata = Automata(langs)
   entries, data = plan_grid(settings)
-  progress(f"  best risk: {len(langs)} languages × {settings.starts} L-BFGS starts")
+  progress = progress or (lambda done, total: None)
+  progress(0, 2)
   best, grad_norm = _best_risk(automata.automaton, automata.p, jax.random.key(1),
                                layout=layout, settings=settings, left=automata.left)
-  progress(f"  plans: {len(langs)} languages × {len(entries)} (plan, step sizes), "
-           f"{settings.steps} steps each")
+  progress(1, 2)
   records, diverged = _train_all(automata.automaton, automata.p, data, layout=layout,
                                  settings=settings, left=automata.left)
+  progress(2, 2)
   risk = np.asarray(records["risk"])                                   # (L, P, R)
   final = np.where(np.asarray(diverged), np.inf, risk[..., -1])
   best = np.minimum(np.asarray(best), np.nanmin(np.where(np.isfinite(risk), risk, np.inf),

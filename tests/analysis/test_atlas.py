@@ -19,7 +19,7 @@ def test_atlas_runs_equal_lj_train():
   compilation cache serves both."""
   langs = [rb.parity(), rb.even_pairs()]
   settings = atlas.Settings(steps=4, grid=(1.0,), record_every=2, starts=1, iterations=1)
-  rows = atlas.run(langs, atlas.LAYOUTS["cls"], settings, progress=lambda message: None)
+  rows = atlas.run(langs, atlas.LAYOUTS["cls"], settings)
   for i, lang in enumerate(langs):
     joint = lj.train(lang, lj.plans.joint(1.0, 4))
     three = lj.train(lang, lj.plans.three_phase(1.0, 1.0, 1.0, 1, steps1=2))
