@@ -1,5 +1,24 @@
-"""Shared helpers of the experiment binaries: JAX set-up, the compilation cache, the
-workdir, output files, progress."""
+"""The experiment skeleton and the helpers every binary shares: output files, metadata, progress.
+
+A new binary is its config (experiments/configs/<name>.py: get_config(), or get_config(variant)
+with the names in VARIANTS for `path:variant`) plus its body:
+
+  _CONFIG = config_flags.DEFINE_config_file("config")
+  _WORKDIR = flags.DEFINE_string("workdir", "runs/<name>", "Output folder.")
+
+  def main(argv):
+    del argv
+    experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=validate)
+    progress = experiment.progress("<unit>")   # progress(done, total), for library callbacks
+    ...                                          # the body: compute, write_table, save_figure
+    experiment.write_metadata(**fields)
+
+  if __name__ == "__main__":
+    cli.run(main)
+
+start() does the set-up (XLA flags, float64, compilation cache, validation, workdir);
+cli.run turns a user's mistake into one line.
+"""
 
 from __future__ import annotations
 

@@ -33,8 +33,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from experiments import cli, common, distributed, table1_exact
-from experiments import table1_protocol as protocol
+from experiments import cli, common, distributed, table1_exact, table1_protocol
 from lagjax import metrics, tasks
 
 # Jitted once: op by op, each lag metric's operations would compile one by one (~50 of them).
@@ -48,7 +47,7 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/table1", "Output folder.")
 def main(argv):
   del argv
   config = _CONFIG.value
-  protocol.validate(config)  # before start(): it sets the XLA level that validate checks
+  table1_protocol.validate(config)  # before start(): it sets the XLA level that validate checks
   experiment = common.start(config, _WORKDIR.value,
                             xla_optimization=config.xla_backend_optimization_level)
   distributed.initialize()
@@ -57,7 +56,7 @@ def main(argv):
   validation_key, test_key = jax.random.split(jax.random.key(config.seed))
   rows, joint_lags, lengths = [], {}, {}
   blocks = [(name, attention) for name in config.tasks
-            for attention in (*protocol.attention_variants(config, name),
+            for attention in (*table1_protocol.attention_variants(config, name),
                               *(("exact",) if config.task_settings[name].exact else ()))]
   begin = time.time()
 
@@ -68,7 +67,7 @@ def main(argv):
     progress = common.progress_reporter(f"runs of {name} ({attention})")
     if attention == "exact":
       return (*exact_rows(config, name, progress, shared), None, time.time() - start)
-    built = protocol.build(name, config, attention)
+    built = table1_protocol.build(name, config, attention)
     task = built[0]
     length = (f"{describe_law(task.length)}, n ≤ {task.max_len} "
               f"(P(n > {task.max_len}) = {task.truncated_mass:.2g})")
@@ -109,18 +108,18 @@ def sampled_rows(config, name, attention, built, validation_key, test_key, progr
   """Table rows of one (task, attention) block from validation and test seeds, and joint
   training's (record steps, lag metrics per seed)."""
   task = built[0]
-  chosen, runs = protocol.run_task(config, name, built, validation_key, test_key,
+  chosen, runs = table1_protocol.run_task(config, name, built, validation_key, test_key,
                                    progress=progress, shared=shared)
   rows, lag = [], None
   for plan_row, run in runs.items():
-    final, ok = protocol.final_scores(run)
+    final, ok = table1_protocol.final_scores(run)
     # Seeds that diverged are excluded and counted; with none left the cell is empty.
     row = {"task": name, "attention": attention, "plan": plan_row, "metric": task.metric_name,
            "optimizer": config.task_settings[name].optimizer,
            "step_sizes": chosen.chosen[plan_row].describe(), "grid": chosen.note(plan_row),
            "error_route": ""}
-    row["mean"], row["std"] = protocol.mean_std(final, ok)
-    row["loss_mean"], row["loss_std"] = protocol.mean_std(run.risk[:, -1], ok)
+    row["mean"], row["std"] = table1_protocol.mean_std(final, ok)
+    row["loss_mean"], row["loss_std"] = table1_protocol.mean_std(run.risk[:, -1], ok)
     row.update({"seeds": int(ok.sum()), "diverged": int((~ok).sum()),
                 "lag_gap": "", "half_time_alpha": "", "half_time_beta": ""})
     if plan_row == "joint":
@@ -184,7 +183,7 @@ def summary(row: dict, column: str = "") -> str:
 def pivot(config, rows: list[dict], column: str, label) -> list[str]:
   """Markdown lines of a (task, attention) x plan-row table of summary(row, column);
   label(row) heads a line."""
-  plan_rows = protocol.table_rows(config)
+  plan_rows = table1_protocol.table_rows(config)
   lines = ["| task | attention | " + label(None) + " | " + " | ".join(plan_rows) + " |",
            "|---|---|---|" + "---|" * len(plan_rows)]
   blocks = dict.fromkeys((row["task"], row["attention"]) for row in rows)
@@ -212,7 +211,8 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
            f"Test seeds: {config.num_seeds} (mean ± std over the seeds that did not diverge; "
            f"'k div.' counts exclusions). Step sizes chosen per (task, attention, plan row) on "
            f"{config.validation_seeds} validation seeds by the final held-out loss, the metric "
-           f"breaking ties: η from the task's grid; the '{protocol.PER_PHASE[1:]}' rows choose "
+           f"breaking ties: η from the task's grid; the '{table1_protocol.PER_PHASE[1:]}' rows "
+           f"choose "
            f"(η_out, η_attn = m·η_out) with m in {tuple(config.attention_multipliers)} (η_out "
            f"for output phases, η_attn for the attention phase), the plain rows keep m = 1. "
            f"A choice at the edge of its grid extends the grid by its ratio at that edge until "
@@ -226,8 +226,9 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
            f"(fractions of T before the last phase): {dict(config.phase_fractions)}. Batch "
            f"{config.batch_size}, init scale {config.init_scale}, {config.test_size} held-out "
            f"samples. Run time {elapsed:.0f} s.", ""]
+  lower_is_better = table1_protocol.LOWER_IS_BETTER
   lines += pivot(config, rows, "", lambda row: "metric" if row is None else
-                 f"{row['metric']} {'↓' if protocol.LOWER_IS_BETTER[row['metric']] else '↑'}")
+                 f"{row['metric']} {'↓' if lower_is_better[row['metric']] else '↑'}")
   lines += ["", "## Held-out training loss (same runs; the selection's criterion)", "",
             "Squared loss ½(f − y)² for occurrence/OR/AND/even pairs and SLR, cross-entropy "
             "for the ICL bigram, the exact population risk on 'exact' lines; lower is "
@@ -248,7 +249,8 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
       model = f"{size}, {s.heads} head(s), {s.query} query, positions: {s.positional}"
     lines.append(f"| {name} | {s.optimizer} | {s.steps} | {tuple(s.eta_grid)} | {model} | "
                  f"{lengths[name]} |")
-  notes = [row for row in rows if row["grid"] and not row["plan"].endswith(protocol.PER_PHASE)]
+  notes = [row for row in rows
+           if row["grid"] and not row["plan"].endswith(table1_protocol.PER_PHASE)]
   if notes:
     lines += ["", "## Grids", "", "Plans whose chosen η was at an edge of the first grid "
               "(the plain and per-phase rows of a plan share its grid).", "",

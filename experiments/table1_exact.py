@@ -20,10 +20,9 @@ import jax
 import numpy as np
 
 import lagjax as lj
-from experiments import table1_protocol as protocol
-from experiments import table1_selection as selection
+from experiments import table1_protocol, table1_selection
 from lagjax import tasks
-from lagjax.dynamics import train as train_lib
+from lagjax.dynamics import train
 from lagjax.models import direct
 
 MODELS = {"even_pairs": "last-token query, first/last tables, CLS, d = 2"}
@@ -31,7 +30,7 @@ MODELS = {"even_pairs": "last-token query, first/last tables, CLS, d = 2"}
 
 def language_and_theta0(name: str, config):
   """The task's language under its (untruncated) length law, and θ0 = 0 in its layout."""
-  task = tasks.get_task(name, **protocol.task_options(name, config))
+  task = tasks.get_task(name, **table1_protocol.task_options(name, config))
   lang = task.extras["language"]
   return lang, lj.init_params(lang.d, **tasks.spec(name).direct_layout)
 
@@ -44,9 +43,10 @@ def make_exact_runner(lang, theta0, plan: lj.plans.Plan, steps: int, record_ever
   """runs[s, c] over keys (S,) x PlanData (C, ...) for every plan with `plan`'s slots, in
   the form of task_train.make_grid_runner: the one training loop of lj.train
   (lagjax.dynamics.train.make_runner) on the exact route (the key is unused)."""
-  partition = train_lib.choose_partition(lang, theta0, plan, "auto")
-  run = train_lib.make_runner(lang, plan.slots(protocol.NUM_SLOTS), partition, num_steps=steps,
-                              layout=direct.layout(theta0), record_every=record_every)
+  partition = train.choose_partition(lang, theta0, plan, "auto")
+  run = train.make_runner(lang, plan.slots(table1_protocol.NUM_SLOTS), partition,
+                          num_steps=steps, layout=direct.layout(theta0),
+                          record_every=record_every)
   grouped = direct.group_params(partition, theta0)
   over_plans = jax.vmap(lambda key, data: run(grouped, key, data), in_axes=(None, 0))
   return jax.jit(jax.vmap(over_plans, in_axes=(0, None)))
@@ -57,15 +57,15 @@ def run_exact(config, name: str, progress=None, shared=None):
   (experiments.distributed.SharedChunks) splits the chunks over processes."""
   settings = config.task_settings[name]
   lang, theta0 = language_and_theta0(name, config)
-  first = protocol.candidate_plan(config, name, protocol.candidates(config, name)[0])
+  first = table1_protocol.candidate_plan(config, name, table1_protocol.candidates(config, name)[0])
   runner = make_exact_runner(lang, theta0, first, settings.steps,
                              max(1, settings.steps // config.records))
   report = progress or (lambda done, total: None)
   runs, done = {}, [0]
 
   def evaluate(new):
-    out = protocol.evaluate_grid(runner, jax.random.key(config.seed)[None],
-                                 protocol.plan_data(config, name, new),
+    out = table1_protocol.evaluate_grid(runner, jax.random.key(config.seed)[None],
+                                 table1_protocol.plan_data(config, name, new),
                                  config.chunk_size or len(new), 1,
                                  lambda k: report(done[0] + k, done[0] + len(new)), shared)
     out = jax.tree_util.tree_map(lambda x: x[:, 0], out)  # the one key
@@ -75,6 +75,7 @@ def run_exact(config, name: str, progress=None, shared=None):
     ok = ~out.diverged
     return np.where(ok, out.risk[:, -1], np.inf), np.where(ok, out.error[:, -1], np.inf)
 
-  chosen = selection.select(protocol.plan_names(config), settings.eta_grid, settings.eta_cap,
-                            config.attention_multipliers, evaluate, settings.select_by)
+  chosen = table1_selection.select(table1_protocol.plan_names(config), settings.eta_grid,
+                                   settings.eta_cap, config.attention_multipliers, evaluate,
+                                   settings.select_by)
   return chosen, {row: runs[candidate] for row, candidate in chosen.chosen.items()}

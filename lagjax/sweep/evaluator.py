@@ -17,7 +17,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from lagjax.data import languages
 from lagjax.dynamics import engines, plans, runner
 from lagjax.models import direct
-from lagjax.risk import error as error_lib
+from lagjax.risk import error
 from lagjax.sweep.table import GroupKey
 
 OUTPUTS = ("final_risk", "error", "margin", "lag_gap", "diverged", "diverged_step")
@@ -99,7 +99,7 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
   """
   evaluation = engines.build(lang, make_plan(key.plan, key.steps, key.n_samples), loss=loss,
                              route=route, num_records=num_records, max_risk=max_risk)
-  error_report, _ = error_lib.best_route(lang, evaluation.partition)
+  error_report, _ = error.best_route(lang, evaluation.partition)
   letters = lang.margin_letters()
 
   def evaluate(etas, seed):

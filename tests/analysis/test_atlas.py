@@ -5,8 +5,7 @@ import pytest
 
 import lagjax as lj
 from lagjax.analysis import atlas
-from lagjax.data import regular
-from lagjax.data import regular_builtins as rb
+from lagjax.data import regular, regular_builtins
 
 TOL = 1e-12   # the same trapezoid sums on the same nodes up to padding: roundoff only
 
@@ -17,7 +16,7 @@ def test_atlas_runs_equal_lj_train():
   on the same plans to TOL (padding adds unreachable states and nothing else). The
   languages and settings are atlas.run's docstring example's: in a full run the shared
   compilation cache serves both."""
-  langs = [rb.parity(), rb.even_pairs()]
+  langs = [regular_builtins.parity(), regular_builtins.even_pairs()]
   settings = atlas.Settings(steps=4, grid=(1.0,), record_every=2, starts=1, iterations=1)
   rows = atlas.run(langs, atlas.LAYOUTS["cls"], settings)
   for i, lang in enumerate(langs):
