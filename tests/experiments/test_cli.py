@@ -46,3 +46,31 @@ def test_ctrl_c_line_says_how_far_the_run_got():
   assert cli.interrupted_message() == ("interrupted after 3 of 8 chunks. Finished work is kept "
                                        "in the workdir; rerun the same command to resume.")
   cli._progress.clear()
+
+
+CONFIG_FILES = sorted(name for name in os.listdir(os.path.join(ROOT, "experiments", "configs"))
+                      if name.endswith(".py") and name != "__init__.py")
+
+
+@pytest.mark.parametrize("name", CONFIG_FILES)
+def test_every_config_names_an_unknown_variant_with_those_that_exist(name, monkeypatch):
+  """`path:variant` reads the same way in every config file: the unknown variant and the
+  file's variants (or that it has none), in one line."""
+  monkeypatch.chdir(ROOT)
+  path = f"experiments/configs/{name}"
+  message = cli.explain_parse_error(["binary", f"--config={path}:no_such"], ValueError("x"))
+  module_variants = getattr(cli._load_module(path), "VARIANTS", ())
+  allowed = ", ".join(module_variants) or "none (it has no variants)"
+  assert message.startswith(f"--config {path}:no_such: unknown config variant 'no_such' of "
+                            f"{name}; allowed: {allowed}"), message
+  assert "\n" not in message
+  for variant in module_variants:   # and every declared variant builds
+    assert cli.variant_problem(path, variant) is None
+    assert cli._load_config(path, variant) is not None
+
+
+def test_a_directory_given_as_config_is_called_a_directory(monkeypatch):
+  monkeypatch.chdir(ROOT)
+  message = cli.explain_parse_error(["binary", "--config=experiments/configs"], ValueError("x"))
+  assert message == ("--config experiments/configs is a directory: give a config file in it, "
+                     "e.g. experiments/configs/<name>.py.")
