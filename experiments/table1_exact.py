@@ -25,8 +25,6 @@ from lagjax import tasks
 from lagjax.dynamics import train
 from lagjax.models import direct
 
-MODELS = {"even_pairs": "last-token query, first/last tables, CLS, d = 2"}
-
 
 def language_and_theta0(name: str, config):
   """The task's language under its (untruncated) length law, and θ0 = 0 in its layout."""
@@ -36,7 +34,13 @@ def language_and_theta0(name: str, config):
 
 
 def describe_model(name: str, config) -> str:
-  return MODELS.get(name, f"plain (α, β) with CLS, one head, d = {config.width}")
+  """The exact rows' model of task `name`, from its layout in the task registry."""
+  layout = dict(tasks.spec(name).direct_layout)
+  d = config.width if "d" in tasks.options(name) else language_and_theta0(name, config)[0].d
+  if layout == {"cls": True}:
+    return f"plain (α, β) with CLS, one head, d = {d}"
+  return (f"{layout['query']}-token query, {layout['positions'].replace('_', '/')} tables, "
+          f"CLS, d = {d}")
 
 
 def make_exact_runner(lang, theta0, plan: lj.plans.Plan, steps: int, record_every: int):

@@ -47,8 +47,19 @@ SETTINGS_FIELDS = ("model", "heads", "query", "positional", "max_len", "optimize
 ATTENTIONS = transformer.ATTENTIONS
 # Models per task: the general transformer, the direct (α, β) model of docs/theory.md section 2
 # (from θ0 = 0, the theory's setting; languages only) and the SLR model of section 7.
-MODELS = {"transformer": ("occurrence", "or", "and", "even_pairs", "icl_bigram"),
-          "direct": ("occurrence", "or", "and"), "slr": ("slr",)}
+# The direct model here is the plain layout (CLS query, no positions): the language tasks whose
+# exact layout (lj.tasks.TaskSpec.direct_layout) is that one. The task registry does not
+# declare a task's input kind, so the SLR model's tasks (feature vectors) are named.
+FEATURE_TASKS = ("slr",)
+MODELS = {"transformer": tuple(name for name in tasks.names() if name not in FEATURE_TASKS),
+          "direct": tuple(name for name in tasks.names(language=True)
+                          if dict(tasks.spec(name).direct_layout) == {"cls": True}),
+          "slr": FEATURE_TASKS}
+
+
+# The smoke variant's own settings of tasks with long strings (config data by task name).
+QUICK_SETTINGS = {"icl_bigram": dict(k=4, mean_length=8, max_len=16),
+                  "even_pairs": dict(max_len=16)}
 
 
 def quick(config) -> None:
@@ -61,10 +72,7 @@ def quick(config) -> None:
   for name, settings in config.task_settings.items():
     settings.steps = 20
     settings.eta_grid = settings.eta_grid[1:2] or settings.eta_grid[:1]
-    if name == "icl_bigram":
-      settings.k, settings.mean_length, settings.max_len = 4, 8, 16
-    elif name == "even_pairs":
-      settings.max_len = 16
+    settings.update(QUICK_SETTINGS.get(name, {}))
 
 
 def _fail(field: str, allowed: str, value) -> None:
