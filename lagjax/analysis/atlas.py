@@ -323,6 +323,10 @@ def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=
   """
   automata = Automata(langs)
   entries, data = plan_grid(settings)
+  missing = sorted(set(PLAN_NAMES) - {plan for plan, _ in entries})
+  if missing:  # a plan registered after the atlas was written
+    raise ValueError(f"the atlas has no step-size grid for the plans {missing} of the registry "
+                     "(lagjax/analysis/atlas.py plan_grid).")
   progress = progress or (lambda done, total: None)
   progress(0, 2)
   best, grad_norm = _best_risk(automata.automaton, automata.p, jax.random.key(1),

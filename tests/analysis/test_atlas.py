@@ -37,3 +37,14 @@ def test_star_free_built_ins(name, star_free):
   """Counting modulo k (parity, Tomita 3/5/6, cycle navigation, mod_count) is not
   first-order definable; the rest are (e.g. Tomita 7 = 0*1*0*1*)."""
   assert regular.is_star_free(lj.languages.from_spec(name)) is star_free
+
+
+def test_plan_names_are_the_registry_and_a_plan_without_a_grid_is_named(monkeypatch):
+  """The atlas's plans are those of lj.plans.PLANS (more step sizes first); a plan registered
+  without an atlas grid is refused in one line before anything compiles."""
+  assert sorted(atlas.PLAN_NAMES) == sorted(lj.plans.plan_names())
+  sizes = [len(lj.plans.PLANS[name].step_sizes) for name in atlas.PLAN_NAMES]
+  assert sizes == sorted(sizes, reverse=True)
+  monkeypatch.setattr(atlas, "PLAN_NAMES", (*atlas.PLAN_NAMES, "new_plan"))
+  with pytest.raises(ValueError, match=r"no step-size grid for the plans \['new_plan'\]"):
+    atlas.run([regular_builtins.parity()], atlas.LAYOUTS["cls"], atlas.Settings(steps=4))
