@@ -105,7 +105,7 @@ def check_real(name: str, value, *, minimum: float | None = None, strict: bool =
 
   Args:
     name: the field, as the user wrote it.
-    value: the value to check (anything float() accepts).
+    value: the value to check (a number float() accepts; strings and bools are refused).
     minimum: the lower bound, or None for none.
     strict: whether the lower bound is excluded (value > minimum).
     maximum: the upper bound, or None for none.
@@ -124,9 +124,15 @@ def check_real(name: str, value, *, minimum: float | None = None, strict: bool =
     Traceback (most recent call last):
     ...
     ValueError: eta must be a finite real > 0; got inf.
+    >>> lj.validation.check_real("eta", "1.0")  # a string is no number, even one that spells it
+    Traceback (most recent call last):
+    ...
+    ValueError: eta must be a finite real; got '1.0'.
   """
   try:
-    number = float(value)
+    # A string that spells a number ('1.0') is refused too: float() would accept it, and a
+    # quoted step size is a mistake in the caller's code or config, not a number.
+    number = math.nan if isinstance(value, str | bytes) else float(value)
   except (TypeError, ValueError):
     number = math.nan
   low_ok = minimum is None or (number > minimum if strict else number >= minimum)
@@ -247,6 +253,47 @@ def check_bool(name: str, value) -> bool:
   if not isinstance(value, bool | np.bool_):
     raise ValueError(f"{name} must be True or False; got {value!r}.")
   return bool(value)
+
+
+def check_keys(name: str, value, required, optional=()) -> dict:
+  """A dict whose keys are all of `required` and some of `optional`, such as a parameter dict
+  θ of docs/theory.md §2 ({"alpha", "beta"} and the optional CLS and position entries).
+
+  Args:
+    name: the field, as the user wrote it (e.g. "params").
+    value: the value to check.
+    required: the keys that must be present, in the order the message lists them.
+    optional: the keys that may be present.
+
+  Returns:
+    The dict, unchanged.
+
+  Raises:
+    ValueError: in one line naming the missing keys, or the unknown ones and the allowed set.
+
+  Example:
+    >>> lj.validation.check_keys("params", {"alpha": 1, "beta": 2}, ("alpha", "beta"))
+    {'alpha': 1, 'beta': 2}
+    >>> lj.validation.check_keys("params", {"alpha": 1}, ("alpha", "beta"))
+    Traceback (most recent call last):
+    ...
+    ValueError: params is missing keys: 'beta'; it must have the keys 'alpha', 'beta'.
+  """
+  required, optional = tuple(required), tuple(optional)
+  allowed = f"keys {', '.join(repr(key) for key in required)}"
+  if optional:
+    allowed = f"{allowed} (optional: {', '.join(repr(key) for key in optional)})"
+  if not isinstance(value, dict):
+    raise ValueError(f"{name} must be a dict with {allowed}; got {type(value).__name__}.")
+  missing = [key for key in required if key not in value]
+  if missing:
+    raise ValueError(f"{name} is missing keys: {', '.join(repr(key) for key in missing)}; it "
+                     f"must have the {allowed}.")
+  extra = sorted((key for key in value if key not in required + optional), key=repr)
+  if extra:
+    raise ValueError(f"{name} has unknown keys: {', '.join(repr(key) for key in extra)}; "
+                     f"allowed: the {allowed}.")
+  return value
 
 
 def require_float64(what: str = "lagjax") -> None:

@@ -392,21 +392,17 @@ def check_params(params: Params, size: int, field: str = "d") -> None:
     ...
     ValueError: params['alpha'] must have shape (4,) under the CLS query ... with d = 4; got (3,).
   """
-  if not isinstance(params, dict) or "alpha" not in params or "beta" not in params:
-    raise ValueError(
-        "params must be a dict with keys 'alpha', 'beta' (and optionally 'alpha_cls', "
-        f"'beta_cls' and the position tables); got {type(params).__name__}."
-    )
-  extra = set(params) - set(PARAM_GROUPS)
-  if extra:
-    raise ValueError(f"params has unknown keys {sorted(extra)}; allowed: "
-                     f"{', '.join(PARAM_GROUPS)}.")
+  validation.check_keys("params", params, ("alpha", "beta"),
+                        tuple(name for name in PARAM_GROUPS if name not in ("alpha", "beta")))
   if ("alpha_cls" in params) != ("beta_cls" in params):
-    raise ValueError("params must have both 'alpha_cls' and 'beta_cls' or neither.")
+    missing = "beta_cls" if "alpha_cls" in params else "alpha_cls"
+    raise ValueError(f"params is missing keys: '{missing}'; params must have both "
+                     "'alpha_cls' and 'beta_cls' or neither (the CLS entries).")
   tables = [name for name in POSITION_TABLES if name in params]
   if tables and len(tables) != len(POSITION_TABLES):
-    raise ValueError(f"params must have all four position tables {', '.join(POSITION_TABLES)} "
-                     f"or none; got {', '.join(tables)}.")
+    missing = ", ".join(repr(name) for name in POSITION_TABLES if name not in params)
+    raise ValueError(f"params is missing keys: {missing}; params must have all four position "
+                     f"tables {', '.join(POSITION_TABLES)} or none; got {', '.join(tables)}.")
   last = np.ndim(params["alpha"]) == 2
   query = (f"the last-token query (alpha of shape ({size}, {size}))" if last else
            f"the CLS query (alpha of shape ({size},))")

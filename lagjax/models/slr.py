@@ -73,9 +73,7 @@ def apply(params: Params, inputs, mask=None):
     0.5
   """
   validation.require_float64("lj.models.slr.apply")
-  if not isinstance(params, dict) or set(params) != set(PARAM_GROUPS):
-    raise ValueError("SLR params must be a dict with keys 'kappa' (κ) and 'nu' (ν); got "
-                     f"{sorted(params) if isinstance(params, dict) else type(params).__name__}.")
+  validation.check_keys("SLR params", params, tuple(PARAM_GROUPS))   # κ = 'kappa', ν = 'nu'
   inputs = jnp.asarray(inputs, jnp.float64)
   m = np.shape(params["kappa"])
   if inputs.ndim < 2 or inputs.shape[-1:] != m or np.shape(params["nu"]) != m:

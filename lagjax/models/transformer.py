@@ -246,12 +246,8 @@ def _fixed_embeddings(config, normal_table):
 
 
 def _check_params(params, config) -> None:
-  if not isinstance(params, dict):
-    raise ValueError(f"params must be a dict; got {type(params).__name__}.")
   shapes = param_shapes(config)
-  if set(params) != set(shapes):
-    raise ValueError(f"params must have keys {sorted(shapes)} for this config; got "
-                     f"{sorted(params)}.")
+  validation.check_keys("params (for this config)", params, tuple(shapes))
   for name, shape in shapes.items():
     if np.shape(params[name]) != shape:
       raise ValueError(f"params['{name}'] must have shape {shape}; got {np.shape(params[name])}.")

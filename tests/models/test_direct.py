@@ -224,3 +224,43 @@ def test_kqv_zero_is_a_saddle():
   # At the small random init the output weights do receive a gradient.
   grad = grad_fn(trainable)
   assert np.abs(np.asarray(grad["w_o"])).max() > 1e-6
+
+
+def _zeros(*names, d=3):
+  from lagjax.models import direct_params
+  return {name: np.zeros(() if name == "beta_cls" else (d,)) for name in names
+          if name in direct_params.PARAM_GROUPS or name == "gamma"}
+
+
+@pytest.mark.parametrize("theta, message", [
+    # Missing keys of every layout are named: CLS scalars and position tables too.
+    (_zeros("alpha"), r"^params is missing keys: 'beta'; it must have the keys 'alpha', 'beta'"),
+    (_zeros("beta"), r"^params is missing keys: 'alpha'; "),
+    (_zeros("alpha", "beta", "alpha_cls"), r"^params is missing keys: 'beta_cls'; "),
+    (_zeros("alpha", "beta", "beta_cls"), r"^params is missing keys: 'alpha_cls'; "),
+    (_zeros("alpha", "beta", "alpha_first", "beta_first", "alpha_last"),
+     r"^params is missing keys: 'beta_last'; params must have all four position tables"),
+    (_zeros("alpha", "beta", "alpha_first"),
+     r"^params is missing keys: 'beta_first', 'alpha_last', 'beta_last'; "),
+    # Extra keys are named, with the allowed set.
+    (_zeros("alpha", "beta", "gamma"), r"^params has unknown keys: 'gamma'; allowed: the keys "
+                                       r"'alpha', 'beta' \(optional: 'alpha_cls', "),
+    ({**_zeros("alpha", "beta"), "W_Q": 1, "a": 2}, r"^params has unknown keys: 'W_Q', 'a'; "),
+    ([np.zeros(3)], r"^params must be a dict with keys 'alpha', 'beta' .*; got list\.$"),
+])
+def test_check_params_names_missing_and_extra_keys(theta, message):
+  """Issue 34: θ without 'beta' used to say only 'must be a dict with keys …; got dict'."""
+  from lagjax.models import direct_params
+  with pytest.raises(ValueError, match=message) as error:
+    direct_params.check_params(theta, 3)
+  assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("theta, message", [
+    ({"kappa": np.zeros(2)}, r"^SLR params is missing keys: 'nu'; it must have the keys "
+                             r"'kappa', 'nu'\.$"),
+    ({"kappa": np.zeros(2), "nu": np.zeros(2), "mu": 0}, r"^SLR params has unknown keys: 'mu'"),
+])
+def test_slr_params_name_missing_and_extra_keys(theta, message):
+  with pytest.raises(ValueError, match=message):
+    lj.models.slr.apply(theta, np.zeros((3, 2)))

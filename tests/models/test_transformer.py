@@ -445,8 +445,10 @@ def test_bad_calls():
     tf.apply(params, fixed, config, tokens + 3, mask)
   with pytest.raises(ValueError, match="continuous inputs"):
     tf.apply(params, fixed, config, np.zeros((2, 4, 7)), mask)
-  with pytest.raises(ValueError, match="keys"):
+  with pytest.raises(ValueError, match=r"^params \(for this config\) is missing keys: 'pos'; "):
     tf.apply({k: v for k, v in params.items() if k != "pos"}, fixed, config, tokens, mask)
+  with pytest.raises(ValueError, match=r"^params \(for this config\) has unknown keys: 'beta'"):
+    tf.apply({**params, "beta": params["W_V"]}, fixed, config, tokens, mask)
   with pytest.raises(ValueError, match="W_V"):
     tf.apply({**params, "W_V": params["W_V"][0]}, fixed, config, tokens, mask)
   with pytest.raises(ValueError, match="positional = 'none'"):
