@@ -36,11 +36,16 @@ from lagjax.linalg.resolvent import batched_dot, resolvent_series
 TAIL = 1e-17
 
 
+def _is_number(value) -> bool:
+  """Whether a law's parameter is a number: strings that spell one ('0.5') and bools are not."""
+  return not isinstance(value, str | bytes | bool | np.bool_)
+
+
 def _check_probability(name: str, value: float) -> float:
-  value = float(value)
-  if not (math.isfinite(value) and 0.0 < value < 1.0):
+  number = float(value) if _is_number(value) else math.nan
+  if not (math.isfinite(number) and 0.0 < number < 1.0):
     raise ValueError(f"{name} must be a probability in the open interval (0, 1); got {value!r}.")
-  return value
+  return number
 
 
 MAX_FIXED_LENGTH_BITS = 24   # Fixed(n0).matrix_pgf serves n0 < 2^24
@@ -196,6 +201,50 @@ class Fixed:
     return self.n0
 
 
+# exponential_by_squaring: Taylor degree and the most squarings (‖A‖∞ up to 2^31: λ < 2^30).
+EXP_TAYLOR_DEGREE = 16
+EXP_MAX_SQUARINGS = 32
+
+
+def exponential_by_squaring(matrix):
+  """exp(A) for a small square A by scaling and squaring of its Taylor polynomial, in plain
+  array operations (matrix products and selects): no LAPACK call, so a vmapped family never
+  reaches the batched LU that expm's Padé step takes (docs/decisions/no-batched-lapack.md).
+
+  With s = ⌈log2(2‖A‖∞)⌉ squarings (at least 0), ‖A/2^s‖∞ ≤ ½, and the Taylor polynomial of
+  degree 16 leaves a relative error below (½)^17 e^½ / 17! < 4e-20, far under roundoff; each
+  squaring adds a relative error of order Q·ε for the nonnegative exp(λ(M - I)) of a
+  substochastic M (docs/theory.md §3d). The loop runs EXP_MAX_SQUARINGS times, selecting the
+  squared matrix while fewer than s squarings are done, so the number s may be traced.
+
+  Args:
+    matrix: (Q, Q), with ‖A‖∞ ≤ 2^(EXP_MAX_SQUARINGS - 1) (for λ(M - I): λ < 2^30).
+
+  Returns:
+    exp(A), (Q, Q).
+
+  Example:
+    >>> rotation = jnp.array([[0.0, -1.0], [1.0, 0.0]])   # exp(t J) turns by the angle t
+    >>> turned = lj.data.lengths.exponential_by_squaring(2.0 * rotation)
+    >>> bool(jnp.allclose(turned, jnp.array([[np.cos(2), -np.sin(2)], [np.sin(2), np.cos(2)]]),
+    ...                   rtol=0, atol=1e-15))
+    True
+  """
+  norm = jax.lax.stop_gradient(jnp.max(jnp.sum(jnp.abs(matrix), axis=1)))
+  squarings = jnp.maximum(0.0, jnp.ceil(jnp.log2(jnp.maximum(2.0 * norm, 1e-300))))
+  scaled = matrix / 2.0**squarings
+  identity = jnp.eye(matrix.shape[0], dtype=scaled.dtype)
+  power_sum = identity
+  for k in range(EXP_TAYLOR_DEGREE, 0, -1):   # Horner: I + A/1 (I + A/2 (I + …))
+    power_sum = identity + (scaled @ power_sum) / k
+
+  def square(result, step):
+    return jnp.where(step < squarings, result @ result, result), None
+
+  result, _ = jax.lax.scan(square, power_sum, jnp.arange(EXP_MAX_SQUARINGS, dtype=scaled.dtype))
+  return result
+
+
 @dataclasses.dataclass(frozen=True)
 class ShiftedPoisson:
   """n = 1 + K with K ~ Poisson(lam): G(z) = z exp(lam (z - 1)), unbounded support (§1).
@@ -214,7 +263,7 @@ class ShiftedPoisson:
   lam: float
 
   def __post_init__(self):
-    lam = float(self.lam)
+    lam = float(self.lam) if _is_number(self.lam) else math.nan
     if not (math.isfinite(lam) and lam > 0):
       raise ValueError(f"shifted Poisson lam must be finite and > 0; got {self.lam!r}.")
     object.__setattr__(self, "lam", lam)
@@ -245,12 +294,15 @@ class ShiftedPoisson:
     For a concrete λ, the sum itself up to the N with P(n > N) ≤ TAIL, by Horner's rule in
     matrix-vector products: the error is at most TAIL when every row of M has absolute sum
     ≤ 1, as the transfer route's T(0) does. No LAPACK call: under vmap over quadrature
-    nodes, expm's batched LU can deadlock XLA's CPU thread pool (BUILD_NOTES.md, "A
-    deadlock in batched LU"). For a traced λ (a vmapped family of laws), expm.
+    nodes, expm's batched LU can deadlock XLA's CPU thread pool
+    (docs/decisions/no-batched-lapack.md). For a traced λ (a law passed through jit, or a
+    vmapped family of laws) N is unknown at trace time, so exp(λ(M - I)) is taken by
+    scaling and squaring of its Taylor polynomial (exponential_by_squaring), again in plain
+    array operations.
     """
     if not isinstance(self.lam, float):
       exponent = self.lam * (matrix - jnp.eye(matrix.shape[0]))
-      return (left @ matrix) @ jax.scipy.linalg.expm(exponent) @ right
+      return (left @ matrix) @ exponential_by_squaring(exponent) @ right
     lengths = np.arange(1.0, self.lam + 40.0 * math.sqrt(self.lam) + 61.0)
     with jax.ensure_compile_time_eval():  # concrete numbers, also inside a trace
       pmf = np.exp(np.asarray(self.log_pmf(lengths)))

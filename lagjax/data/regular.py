@@ -25,6 +25,7 @@ import numpy as np
 from lagjax import validation
 from lagjax.data import protocol
 from lagjax.data.lengths import Geometric, LengthLaw, check_law
+from lagjax.linalg.resolvent import left_solve
 
 DEFAULT_UNBALANCED_LENGTH = Geometric(0.1)   # mean length 10
 BALANCE_SEARCH = np.geomspace(1e-6, 1.0 - 1e-9, 400)      # geometric p tried for balance
@@ -188,7 +189,20 @@ def _mass(start_row, transfer, accepted, law):
 # automaton and every law of that kind; op by op, each new automaton size recompiled every
 # operation. The batched form takes a law whose leaves carry a leading axis.
 _accepted_mass = jax.jit(_mass)
-_accepted_masses = jax.jit(jax.vmap(_mass, in_axes=(None, None, None, 0)))
+
+
+@jax.jit
+def _geometric_masses(start_row, transfer, accepted, stop_probabilities):
+  """P(w accepted) under Geometric(p) at every p of a (N,) array: p (e_start T)(I - qT)⁻¹ 1_acc,
+  q = 1 - p, with the N resolvents solved along a trailing batch axis by plain-array Gauss-Jordan
+  (linalg.resolvent.left_solve): I - qT is strictly row-diagonally dominant (margin p, T is
+  stochastic), and a vmap of Geometric.matrix_pgf would batch LAPACK's LU, which can deadlock
+  XLA's CPU thread pool (docs/decisions/no-batched-lapack.md). Equal to that vmap within
+  4 Q ε / p (tests/data/test_regular.py)."""
+  q = 1.0 - stop_probabilities
+  system = jnp.eye(transfer.shape[0])[..., None] - q * transfer[..., None]    # (Q, Q, N)
+  rows = jnp.broadcast_to((start_row @ transfer)[:, None], (transfer.shape[0], q.shape[0]))
+  return stop_probabilities * (accepted @ left_solve(rows, system))
 
 
 def acceptance_probability(automaton, pi, law: LengthLaw) -> float:
@@ -362,6 +376,51 @@ def is_star_free(lang) -> bool:
   return True
 
 
+def _one_class(rate: float) -> bool:
+  return not 1e-15 < rate < 1.0 - 1e-15
+
+
+def _one_class_everywhere(automaton, pi) -> bool:
+  """Whether every string of length n ≥ 1 over the letters of positive π has one label, so
+  that no length law gives two classes: the states reached after one or more such letters
+  are all accepting or all rejecting (a reachability check, exact at any length)."""
+  table, accepting, start = automaton
+  letters = np.flatnonzero(np.asarray(pi) > 0)
+  reached = np.zeros(table.shape[0], bool)
+  frontier = set(table[start, letters].tolist())
+  while frontier:
+    state = frontier.pop()
+    if not reached[state]:
+      reached[state] = True
+      frontier.update(table[state, letters].tolist())
+  labels = np.asarray(accepting, bool)[reached]
+  return bool(labels.all() or not labels.any())
+
+
+def _one_class_advice(automaton, pi, name: str) -> str:
+  """What to do about a language with one class under the given length law: another length
+  law when one exists, else a statement that there is no classification risk to learn."""
+  if _one_class_everywhere(automaton, pi):
+    return (f"{name} is one class under every length law (a classification risk needs both "
+            "labels), so change the automaton's accepting states or π.")
+  rate = acceptance_probability(automaton, np.asarray(pi), DEFAULT_UNBALANCED_LENGTH)
+  if _one_class(rate):  # both labels occur, but only at lengths the default law barely reaches
+    return "pass a length law that puts more mass on the lengths where both labels occur."
+  return (f"pass another length law, e.g. length={DEFAULT_UNBALANCED_LENGTH} (the default of "
+          f"balance=False), which gives P(y = +1) = {rate:.4g}.")
+
+
+def _unbalanced_advice(automaton, pi, name: str) -> str:
+  """What to do when no geometric law balances the language. balance=False is advised only
+  when it works, i.e. when its default law gives two classes; lagjax has no class-weighted
+  risk, so an unbalanced language is learned, and its risk reported, as it is."""
+  rate = acceptance_probability(automaton, np.asarray(pi), DEFAULT_UNBALANCED_LENGTH)
+  if _one_class_everywhere(automaton, pi) or _one_class(rate):
+    return _one_class_advice(automaton, pi, name)
+  return (f"Pass balance=False (the default length {DEFAULT_UNBALANCED_LENGTH} gives "
+          f"P(y = +1) = {rate:.4g}, unbalanced) or a length law of your own.")
+
+
 def balanced_geometric(automaton, pi, name: str = "the language") -> Geometric:
   """The geometric law with P(y = +1) = ½: the default Geometric(0.1) if it already balances
   (to 1e-12), else the p found by a sign change on BALANCE_SEARCH and bisection (the last
@@ -393,16 +452,13 @@ def balanced_geometric(automaton, pi, name: str = "the language") -> Geometric:
 
   if abs(excess(DEFAULT_UNBALANCED_LENGTH.p)) <= 1e-12:
     return DEFAULT_UNBALANCED_LENGTH
-  # Every p of the search in one call: a Geometric whose leaf p is the whole search.
-  search = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(DEFAULT_UNBALANCED_LENGTH),
-                                        [BALANCE_SEARCH])
-  values = np.asarray(_accepted_masses(*inputs, search)) - 0.5
+  # Every p of the search in one call, the resolvents batched without LAPACK.
+  values = np.asarray(_geometric_masses(*inputs, BALANCE_SEARCH)) - 0.5
   change = np.flatnonzero(np.sign(values[:-1]) != np.sign(values[1:]))
   if change.size == 0:
-    raise ValueError(
-        f"no geometric length law balances {name}: over p in [{BALANCE_SEARCH[0]:.0e}, 1) "
-        f"P(y = +1) stays in [{values.min() + 0.5:.4g}, {values.max() + 0.5:.4g}]. Pass "
-        f"balance=False (and a length), or weight the classes.")
+    found = (f"no geometric length law balances {name}: over p in [{BALANCE_SEARCH[0]:.0e}, 1) "
+             f"P(y = +1) stays in [{values.min() + 0.5:.4g}, {values.max() + 0.5:.4g}]")
+    raise ValueError(f"{found}. {_unbalanced_advice(automaton, pi, name)}")
   lo, hi = BALANCE_SEARCH[change[-1]], BALANCE_SEARCH[change[-1] + 1]
   low_sign = np.sign(values[change[-1]])
   for _ in range(100):
@@ -466,9 +522,9 @@ def regular(transitions, accepting, *, start: int = 0, pi=None, length=None,
               else DEFAULT_UNBALANCED_LENGTH)
   length = check_law(length, "lj.languages.regular", ("required", "matrix_pgf"))
   rate = acceptance_probability(automaton, np.asarray(pi), length)
-  if not 1e-15 < rate < 1.0 - 1e-15:
-    raise ValueError(f"{name} has P(y = +1) = {rate:.3g} under {length}: one class only, "
-                     f"so there is nothing to learn; change the automaton or the length law.")
+  if _one_class(rate):
+    raise ValueError(f"{name} has P(y = +1) = {rate:.3g} under {length}: one class only, so "
+                     f"there is nothing to learn; {_one_class_advice(automaton, pi, name)}")
   return RegularLanguage(name, d, tuple(tuple(int(r) for r in row) for row in table),
                          tuple(bool(a) for a in mask), start, pi, length)
 

@@ -11,6 +11,8 @@ import functools
 import itertools
 import re
 
+import jax
+import jax.extend
 import numpy as np
 import pytest
 
@@ -359,3 +361,113 @@ def test_even_pairs_closed_form_labels_are_its_automatons():
   np.testing.assert_array_equal(np.asarray(lang.label_tokens(tokens, mask)),
                                 np.asarray(by_automaton))
   assert np.mean(np.asarray(by_automaton) > 0) not in (0.0, 1.0)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    # One past the last state (Q = 2 or 3), in each row and column: JAX would clamp it to Q - 1.
+    (dict(transitions=[[0, 2], [1, 0]], accepting=[1]),
+     r"^transitions\[0, 1\] = 2 is out of range: a state in \{0, …, 1\}"),
+    (dict(transitions=[[0, 1], [2, 0]], accepting=[1]), r"^transitions\[1, 0\] = 2 is out of"),
+    (dict(transitions=[[0, 1, 2], [1, 0, 2], [2, 3, 1]], accepting=[1]),
+     r"^transitions\[2, 1\] = 3 is out of range: a state in \{0, …, 2\}"),
+    # Below the missing-transition marker -1.
+    (dict(transitions=[[0, 1], [-2, 0]], accepting=[1]), r"^transitions\[1, 0\] = -2 is out of"),
+    (dict(transitions=[[0, 1], [1, 0]], accepting=[1], start=2),
+     r"^start must be a state in \{0, …, 1\}; got 2\.$"),
+    (dict(transitions=[[0, 1], [1, 0]], accepting=[1], start=-1), r"^start must be an integer"),
+    (dict(transitions=[[0, 1], [1, 0]], accepting=[0, 2]),
+     r"^accepting states must lie in \{0, …, 1\}; got \[2\]\.$"),
+    (dict(transitions=[[0, 1], [1, 0]], accepting=[-1]), r"^accepting state must be an integer"),
+])
+def test_regular_refuses_a_state_one_past_the_last(kwargs, message):
+  """A transition, start or accepting state equal to the number of states Q (the boundary
+  itself), or below the range, is refused in one line; accepted, JAX's clamped indexing would
+  read it as state Q - 1, a different automaton. The largest legal values are accepted."""
+  with pytest.raises(ValueError, match=message) as error:
+    regular.regular(**kwargs, balance=False)
+  assert "\n" not in str(error.value)
+  lang = regular.regular([[0, 1], [1, 0]], [1], start=1, balance=False)  # Q - 1: legal
+  assert lang.num_states == 2 and 0 < lang.positive_rate() < 1
+
+
+ONE_CLASS = {  # automata whose every string of length >= 1 has one label
+    "all accept": dict(transitions=[[0, 1], [1, 0]], accepting=[0, 1]),
+    "accepting unreachable": dict(transitions=[[0, 0], [1, 1]], accepting=[1]),
+    "only the empty string": dict(transitions=[[1, 1], [1, 1]], accepting=[0]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_CLASS))
+@pytest.mark.parametrize("balance", [True, False])
+def test_one_class_advice_never_loops(name, balance):
+  """Issue 34: a one-class automaton's message used to advise balance=False, which then
+  failed with 'one class only'. Whatever the setting, the message now says the language is
+  one class under every length law and recommends no setting of regular() at all."""
+  with pytest.raises(ValueError) as error:
+    regular.regular(**ONE_CLASS[name], balance=balance)
+  message = str(error.value)
+  assert "one class under every length law" in message and "\n" not in message
+  assert "balance=False" not in message and "length=" not in message
+
+
+def _advice_is_followed(message, kwargs):
+  """Follows a message's advice when it names a setting; returns the language built."""
+  if "Pass balance=False" in message:
+    return regular.regular(**kwargs, balance=False)
+  advised = re.search(r"length=(Geometric\(p=[0-9.]+\))", message)
+  assert advised, message
+  p = float(re.search(r"p=([0-9.]+)", advised.group(1)).group(1))
+  return regular.regular(**{**kwargs, "length": lj.geometric(p)})
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(transitions=[[-1, 0]], accepting=[0]),                        # Tomita 1: unbalanceable
+    dict(transitions=[[-1, 1], [0, -1]], accepting=[0], length=lj.fixed(3)),   # (10)*, n = 3
+])
+def test_advised_setting_works(kwargs):
+  """When a language has two classes under some length law, the message names a setting,
+  and following it builds the language with two classes."""
+  with pytest.raises(ValueError) as error:
+    regular.regular(**kwargs)
+  lang = _advice_is_followed(str(error.value), {k: v for k, v in kwargs.items() if k != "length"})
+  assert 0 < lang.positive_rate() < 1
+
+
+BALANCE_CASES = [rb.parity(), rb.even_pairs(), rb.contains((0, 1)), rb.dyck(3),
+                 rb.cycle_navigation(5), rb.mod_count(0, 3, 1)] + [
+                     rb.tomita(k, length=lj.geometric(0.3)) for k in range(1, 8)]
+
+
+@pytest.mark.parametrize("lang", BALANCE_CASES, ids=lambda lang: lang.describe())
+def test_balance_search_equals_the_linear_solve_within_its_bound(lang):
+  """The balance search's P(y = +1) at the 400 p of BALANCE_SEARCH, by Gauss-Jordan along a
+  batch axis (no LAPACK), equals Geometric.matrix_pgf's LU solve at each p within 4 Q ε / p:
+  I - (1-p)T is row-diagonally dominant with margin p, so ‖(I - (1-p)T)⁻¹‖∞ ≤ 1/p and both
+  backward-stable solves are that close. Observed ≤ 0.07 of the bound (3e-11 at p = 1e-6)."""
+  inputs = regular._pgf_inputs(lang.automaton(), lang.pi_array)
+  ours = np.asarray(regular._geometric_masses(*inputs, regular.BALANCE_SEARCH))
+  solved = np.array([float(regular._accepted_mass(*inputs, lj.geometric(p)))
+                     for p in regular.BALANCE_SEARCH[::7]])
+  size = inputs[1].shape[0]
+  bound = 4 * size * np.finfo(float).eps / regular.BALANCE_SEARCH[::7]
+  assert np.all(np.abs(ours[::7] - solved) <= bound), np.max(np.abs(ours[::7] - solved) / bound)
+
+
+def test_balance_search_calls_no_lapack():
+  """Issue 34 item 7: the search used to vmap Geometric.matrix_pgf, a batched LU solve that
+  can deadlock XLA's CPU thread pool (docs/decisions/no-batched-lapack.md)."""
+  def lapack_primitives(jaxpr):  # as in tests/data/test_lengths.py, sub-jaxprs included
+    found = {eq.primitive.name for eq in jaxpr.eqns} & {"lu", "triangular_solve",
+                                                         "custom_linear_solve"}
+    for eq in jaxpr.eqns:
+      for sub in jax.extend.core.jaxprs_in_params(eq.params):
+        found |= lapack_primitives(sub)
+    return found
+
+  inputs = regular._pgf_inputs(rb.parity().automaton(), rb.parity().pi_array)
+  jaxpr = jax.make_jaxpr(regular._geometric_masses)(*inputs, regular.BALANCE_SEARCH).jaxpr
+  assert lapack_primitives(jaxpr) == set()
+  old = jax.make_jaxpr(jax.vmap(lambda p: lj.geometric(0.5).matrix_pgf.__func__(
+      jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(lj.geometric(0.5)), [p]),
+      *inputs)))(regular.BALANCE_SEARCH).jaxpr
+  assert "lu" in lapack_primitives(old)   # the check sees the old path's LU
