@@ -10,6 +10,7 @@ from lagjax.data import regular, regular_builtins
 TOL = 1e-12   # the same trapezoid sums on the same nodes up to padding: roundoff only
 
 
+@pytest.mark.slow  # one of the longest single tests: kept out of the quick loop
 def test_atlas_runs_equal_lj_train():
   """Parity (2 states) padded beside even pairs (5 states), plain layout, 4 steps: the
   atlas's final risks of joint GD and of the three-phase plan at η = 1 equal lj.train's

@@ -131,6 +131,7 @@ def test_grid_success_contour_lies_on_the_exact_boundary(simulate, regime):
   assert success.any()
 
 
+@pytest.mark.slow  # one of the longest single tests: kept out of the quick loop
 def test_finite_horizon_boundary_is_the_verified_law_or_a_bisection():
   """At finite T the T = ∞ law is a lower bound of the boundary (R_T >= R*). Where R_T <= ε
   just above it (T = 1000) the boundary is the law to 1e-10 relative; where phase 3 is too
@@ -187,6 +188,7 @@ def test_new_numbers_do_not_retrace():
   assert [f._cache_size() for f in (regimes._analyse, regimes._risk_of_delta)] == sizes
 
 
+@pytest.mark.slow  # one of the longest single tests: kept out of the quick loop
 def test_cls_has_two_coordinates_and_bisection_boundary():
   """With CLS, α_cls moves too: two coordinates; the bisection boundary still has R = ε."""
   regime = regimes.three_phase_regime(lj.occurrence(20), EPS, cls=True)

@@ -203,6 +203,7 @@ def direct_monte_carlo(lang, n_grid, seeds, eta1, eta2, eta3, steps, threshold):
   return np.asarray(rates)
 
 
+@pytest.mark.slow  # one of the longest single tests: kept out of the quick loop
 def test_n_star_agrees_with_direct_monte_carlo():
   """At d = 3 with 200 seeds, the success rates of the fast route (Poisson counts, closed
   form phase 3) agree with the direct route within 4.5 combined binomial standard errors, and

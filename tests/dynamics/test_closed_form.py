@@ -154,6 +154,7 @@ PLANS = {
 @pytest.mark.parametrize("plan_key, cls", [("three_phase", False), ("three_phase", True),
                                            ("attention_first", False),
                                            ("attention_last", False)])
+@pytest.mark.slow  # one of the longest single tests: kept out of the quick loop
 def test_simulator_equals_train(plan_key, cls):
   """Closed-form plan (output phases O(1) in T) = lj.train step by step: params and risk."""
   lang = lj.occurrence(D)
@@ -283,6 +284,7 @@ def test_closed_form_refuses_optimizers_it_would_simulate_as_plain_gd(phase_inde
     lj.closed_form.make_trajectory(lj.occurrence(5), lj.plans.custom(phases))
 
 
+@pytest.mark.slow  # one of the longest single tests: kept out of the quick loop
 def test_symmetric_eigh_equals_lapack():
   """linalg.symmetric_eigh (Jacobi, no LAPACK; docs/theory.md §5, numerics) against numpy's
   eigvalsh on 50 random symmetric matrices per size G = 1..8, vmapped, with the zero matrix,

@@ -153,6 +153,7 @@ def tied_theta0(cls=False):
 
 
 @pytest.mark.parametrize("plan_name, theta0_name", [("three_phase", "zero"), ("joint", "cls")])
+@pytest.mark.slow  # one of the longest single tests: kept out of the quick loop
 def test_tied_equals_full(plan_name, theta0_name):
   """tied="auto" (2 groups) and tied=False (d tokens) give the same run to 1e-12."""
   lang = lj.occurrence(TIED_D)
@@ -263,6 +264,7 @@ def empirical_run():
   return lang, theta0, key, lj.train(lang, plan, theta0, key=key)
 
 
+@pytest.mark.slow  # one of the longest single tests: kept out of the quick loop
 def test_empirical_steps_are_gradients_of_explicit_sums():
   """Each Empirical step: θ_{t+1} = θ_t - η ∇(½ mean (f - y)²) on its phase's own sample.
 

@@ -181,6 +181,7 @@ def test_count_form_refuses_an_order_dependent_model():
 # --- exact rows -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["occurrence", "even_pairs"])
+@pytest.mark.slow  # one of the longest single tests: kept out of the quick loop
 def test_an_exact_row_equals_lj_train(name):
   """Each exact row (Laplace route for occurrence, transfer route for even pairs) equals
   lj.train on the same language and plan, with the row's step sizes, phase fractions and T:

@@ -65,6 +65,7 @@ def test_the_completeness_check_can_fail():
       "no Example: with a >>> line"}
 
 
+@pytest.mark.slow  # the documentation's examples, like the README's: about a minute
 @pytest.mark.parametrize("module_name", MODULES)
 def test_docstring_examples_run(module_name):
   module = importlib.import_module(module_name)

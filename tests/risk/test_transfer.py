@@ -282,6 +282,7 @@ def test_auto_picks_transfer_and_presence_routes_refuse_in_one_line():
     lj.risk.resolve_route(lang, "logistic", "transfer")
 
 
+@pytest.mark.slow  # one of the longest single tests: kept out of the quick loop
 def test_both_engines_agree_on_a_regular_language():
   """Tomita 4 (CLS-free direct model), three-phase plan: the closed form (moments (H, g) of
   the transfer route) and the step loop give the same records to TOL."""
