@@ -93,7 +93,12 @@ class Geometric:
     return 2.0 * self.p * (1.0 - self.p) / (1.0 - (1.0 - self.p) * z) ** 3
 
   def matrix_pgf(self, left, matrix, right):
-    """Σ_n P(n) left·Mⁿ·right = p (left·M)(I - (1-p) M)⁻¹ right, one linear solve."""
+    """Σ_n P(n) left·Mⁿ·right = p (left·M)(I - (1-p) M)⁻¹ right, one linear solve.
+
+    One law, one LU solve: lagjax never vmaps it. A family of p in one program goes through
+    plain-array Gauss-Jordan instead (regular._geometric_masses, the balance search), as
+    batched LU can deadlock XLA's CPU thread pool (docs/decisions/no-batched-lapack.md).
+    """
     system = jnp.eye(matrix.shape[0]) - (1.0 - self.p) * matrix
     return self.p * (left @ matrix) @ jnp.linalg.solve(system, right)
 

@@ -471,3 +471,35 @@ def test_balance_search_calls_no_lapack():
       jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(lj.geometric(0.5)), [p]),
       *inputs)))(regular.BALANCE_SEARCH).jaxpr
   assert "lu" in lapack_primitives(old)   # the check sees the old path's LU
+
+
+FAMILY_STRESS = """
+import jax, numpy as np
+jax.config.update("jax_enable_x64", True)
+import lagjax as lj
+from lagjax.data import regular_builtins as rb
+lang = rb.cycle_navigation(5)
+rate = lj.data.regular.acceptance(lang.automaton(), lang.pi_array)
+structure = jax.tree_util.tree_structure(lj.geometric(0.5))
+family = jax.jit(jax.vmap(lambda p: rate(jax.tree_util.tree_unflatten(structure, [p]))))
+ps = np.geomspace(1e-3, 0.999, 2000)
+first = np.asarray(family(ps))
+for _ in range(19):
+  assert np.array_equal(np.asarray(family(ps + 0.0)), first)
+print("done")
+"""
+
+
+@pytest.mark.slow
+def test_a_vmapped_family_of_geometric_laws_completes_20_times():
+  """The one LAPACK solve left in lagjax/data: Geometric.matrix_pgf keeps its single LU solve
+  (so every balanced law stays bit-identical), and a user who vmaps acceptance() over a family
+  of geometric laws batches it (the balance search no longer does). A batch of ~1000 LU
+  systems hung 3 of 5 runs of the transfer route before (docs/decisions/no-batched-lapack.md),
+  so this runs 2000 systems in one program 20 times in a child process under a timeout."""
+  import subprocess
+  import sys
+
+  done = subprocess.run([sys.executable, "-c", FAMILY_STRESS], capture_output=True, text=True,
+                        timeout=300)
+  assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
