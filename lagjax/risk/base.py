@@ -10,13 +10,14 @@ The losses are lagjax/losses.py.
 from __future__ import annotations
 
 import abc
+import inspect
 from collections.abc import Callable
 from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from lagjax.data import languages
+from lagjax.data import languages, lengths
 from lagjax.losses import (  # noqa: F401 (the routes read the losses through this module)
   LOSSES,
   get_loss,
@@ -73,6 +74,10 @@ class RouteSpec(abc.ABC):
     capability (type): the language capability it needs (languages.PresenceLabels,
       AutomatonLabels, ...); None for any language.
     capability_use (str): what the capability gives the route, named in the refusal.
+    length_needs (tuple): what it asks of the language's length law, as keys of
+      lengths.CAPABILITIES ("required": mean, log_pmf, sample, tail; "pgf" for the Laplace
+      route, "matrix_pgf_derivatives" for the transfer route), checked by `supports` and
+      `check_length_law` with lengths.check_law.
     losses (tuple): the losses it is exact for; None for any loss.
     any_layout (bool): whether it also computes the last-token query and the position
       tables (§2b); else only the plain model (CLS query, no position tables).
@@ -93,6 +98,7 @@ class RouteSpec(abc.ABC):
   name: ClassVar[str]
   capability: ClassVar[type | None] = None
   capability_use: ClassVar[str] = ""
+  length_needs: ClassVar[tuple[str, ...]] = ("required",)
   losses: ClassVar[tuple[str, ...] | None] = None
   any_layout: ClassVar[bool] = False
   provides: ClassVar[frozenset] = frozenset({"risk"})
@@ -104,7 +110,8 @@ class RouteSpec(abc.ABC):
                tol: float = 1e-12) -> str | None:
     """None if the route gives `quantity` for (lang, loss, layout[, partition, tol]), else one
     line saying what is missing (§1b, §3): the quantity, the layout, the loss, the language
-    capability, then the route's own limits, in that order.
+    capability, the length law's methods (length_needs), then the route's own limits, in
+    that order.
 
     Args:
       lang: the language.
@@ -138,8 +145,66 @@ class RouteSpec(abc.ABC):
       reason = languages.missing(lang, self.capability, self.capability_use)
       if reason is not None:
         return reason
+    reason = self.length_law_reason(lang)
+    if reason is not None:
+      return reason
     return self.limits(lang, quantity=quantity, loss=loss, layout=layout, partition=partition,
                        tol=tol)
+
+  def length_law_reason(self, lang) -> str | None:
+    """None if the language's length law has the methods of `length_needs`, else one line
+    naming the missing methods, the capability and this route (lengths.check_law; §1).
+
+    Args:
+      lang: the language; its `length` is the law.
+
+    Returns:
+      None, or one line.
+
+    Example:
+      >>> class Law:  # a user's law with only the required members
+      ...   mean = 4.0
+      ...   def log_pmf(self, n): return jnp.log(0.25) + (n - 1) * jnp.log(0.75)
+      ...   def sample(self, key, shape): return jax.random.geometric(key, 0.25, shape)
+      ...   def tail(self, n_max): return 0.75 ** n_max
+      ...   def __repr__(self): return "Law()"
+      >>> reason = lj.risk.ROUTES["laplace"].length_law_reason(lj.occurrence(4, length=Law()))
+      >>> first, second = reason.split("; ")
+      >>> print(first)
+      route 'laplace' needs a pgf length law (with pgf, pgf_d1, pgf_d2)
+      >>> print(second)
+      got Law(), which lacks pgf, pgf_d1, pgf_d2
+      >>> print(lj.risk.ROUTES["lattice"].length_law_reason(lj.occurrence(4, length=Law())))
+      None
+    """
+    law = lang.length
+    # Looked up without calling: a law traced inside a compiled build (a pytree with tracer
+    # leaves) may have properties, such as its mean, that cannot be evaluated there.
+    if all(_has_member(law, member) for need in self.length_needs
+           for member in lengths.CAPABILITIES.get(need, ("",))):
+      return None
+    try:
+      lengths.check_law(law, f"route {self.name!r}", self.length_needs)
+    except ValueError as error:
+      return str(error).removesuffix(".")
+    return None
+
+  def check_length_law(self, lang) -> None:
+    """Raises the one line of `length_law_reason` where the law lacks a method this route
+    calls, so that `build` refuses it before tracing (§1).
+
+    Args:
+      lang: the language; its `length` is the law.
+
+    Raises:
+      ValueError: naming the missing methods and this route.
+
+    Example:
+      >>> lj.risk.ROUTES["transfer"].check_length_law(lj.data.regular_builtins.even_pairs())
+    """
+    reason = self.length_law_reason(lang)
+    if reason is not None:
+      raise ValueError(f"{reason}.")
 
   def limits(self, lang, *, quantity: str, loss, layout: direct.Layout, partition,
              tol: float) -> str | None:
@@ -170,6 +235,16 @@ class RouteSpec(abc.ABC):
     """params -> (H, g) = (E[W Wᵀ], E[y W]) of the token-group attention masses (§5), for the
     routes that give the "moments"."""
     raise NotImplementedError(f"route {self.name!r} does not give the moments (H, g)")
+
+
+def _has_member(obj, name: str) -> bool:
+  """Whether obj has the attribute `name`, found without evaluating it (a property stays
+  unevaluated)."""
+  try:
+    inspect.getattr_static(obj, name)
+  except AttributeError:
+    return hasattr(obj, name)  # a member provided by __getattr__
+  return True
 
 
 def squared_risk(mean_yf, mean_f2):

@@ -37,6 +37,7 @@ class LaplaceRoute(base.RouteSpec):
   name = "laplace"
   capability = languages.PresenceLabels
   capability_use = "labels from presence, y = Σ_k coef_k 1{w ⊆ S_k}"
+  length_needs = ("required", "pgf")    # G, G', G'' of the length law
   losses = ("squared",)
   provides = frozenset({"risk", "moments"})
   quadrature = True
@@ -80,6 +81,7 @@ class LaplaceRoute(base.RouteSpec):
       (0.625, True)
     """
     del loss, key
+    self.check_length_law(lang)
     partition = partition or partition_lib.singletons(lang.d)
     coefs, supports = lang.inclusion_exclusion()
     masses = jnp.asarray(partition.support_masses(lang.pi_array, supports))  # (K, G)
@@ -138,6 +140,7 @@ class LaplaceRoute(base.RouteSpec):
 
   def attention_moments(self, lang, partition=None, *, cls: bool = False, **options):
     """(H, g) by `attention_moments` below (§3a)."""
+    self.check_length_law(lang)
     return attention_moments(lang, partition, cls=cls, **options)
 
 

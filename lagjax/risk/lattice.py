@@ -167,6 +167,7 @@ class LatticeRoute(base.RouteSpec):
       (True, 70)
     """
     del layout, key
+    self.check_length_law(lang)
     partition = partition or partition_lib.singletons(lang.d)
     if not 0 < tol < 1:
       raise ValueError(f"tol must lie in (0, 1); got {tol!r}.")

@@ -167,6 +167,7 @@ def problem(lang: languages.Language, index: np.ndarray, cls: bool) -> tuple[Gri
     (705, [1.0, 3.0, 1.0])
   """
   _check_presence(lang)
+  registry.ROUTES["laplace"].check_length_law(lang)  # the Laplace route's G, G', G''
   sizes = np.bincount(index).astype(np.float64)
   first = partition_lib.first_tokens(index, sizes.size)
   coefs, supports = lang.inclusion_exclusion()

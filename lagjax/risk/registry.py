@@ -10,7 +10,7 @@ quantity. No other table lists routes.
 from __future__ import annotations
 
 from lagjax import validation
-from lagjax.data import languages
+from lagjax.data import languages, lengths
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
 from lagjax.risk import automaton_error, base, lattice, sampled, threshold, transfer
@@ -30,8 +30,8 @@ def register(route: RouteSpec) -> RouteSpec:
     The route.
 
   Raises:
-    ValueError: for an object that is not a RouteSpec, a name already taken, or a quantity
-      outside base.QUANTITIES.
+    ValueError: for an object that is not a RouteSpec, a name already taken, a quantity
+      outside base.QUANTITIES, or a length-law need outside lengths.CAPABILITIES.
 
   Example:
     A new route is a RouteSpec subclass and one call, `lj.risk.register(MyRoute())`; a name
@@ -51,6 +51,10 @@ def register(route: RouteSpec) -> RouteSpec:
   unknown = sorted(set(route.provides) - set(base.QUANTITIES))
   if unknown:
     raise ValueError(f"route {route.name!r} provides {unknown}, not among {base.QUANTITIES}.")
+  unknown = sorted(set(route.length_needs) - set(lengths.CAPABILITIES))
+  if unknown:
+    raise ValueError(f"route {route.name!r} needs length-law capabilities {unknown}, not among "
+                     f"{sorted(lengths.CAPABILITIES)}.")
   ROUTES[route.name] = route
   return route
 

@@ -211,6 +211,7 @@ class SampledRoute(base.RouteSpec):
       [0.5, 0.0, 1.0, 0.0]
     """
     del layout
+    self.check_length_law(lang)
     if key is None:
       raise ValueError("route 'sampled' needs a PRNG key: risk_fn(..., key=jax.random.key(0)).")
     partition = partition or partition_lib.singletons(lang.d)

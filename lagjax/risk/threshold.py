@@ -111,6 +111,7 @@ class ThresholdRoute(base.RouteSpec):
       (0.5, True)
     """
     del loss, layout, key
+    self.check_length_law(lang)
     partition = partition or partition_lib.singletons(lang.d)
     letters = (_letters_group(lang, partition) if isinstance(lang, languages.PresenceLabels)
                else None)

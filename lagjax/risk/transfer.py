@@ -250,6 +250,7 @@ class TransferRoute(base.RouteSpec):
   name = "transfer"
   capability = languages.AutomatonLabels
   capability_use = "a DFA that decides the label"
+  length_needs = ("required", "matrix_pgf_derivatives")   # F, F', F'' of Σ_n P(n) a·T(s)ⁿ·b
   losses = ("squared",)
   any_layout = True
   provides = frozenset({"risk", "moments"})
@@ -297,6 +298,7 @@ class TransferRoute(base.RouteSpec):
       0.575
     """
     del loss, layout, key
+    self.check_length_law(lang)
     validation.check_choice("class_weights", class_weights, CLASS_WEIGHTS)
     partition = partition or partition_lib.singletons(lang.d)
     if class_weights == "balanced":
@@ -324,6 +326,7 @@ class TransferRoute(base.RouteSpec):
 
   def attention_moments(self, lang, partition=None, *, cls: bool = False, **options):
     """(H, g) by `attention_moments` below (§3d)."""
+    self.check_length_law(lang)
     return attention_moments(lang, partition, cls=cls, **options)
 
 
