@@ -32,7 +32,6 @@ transformation and the registry of named plans are one concept, read together.)
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -125,9 +124,8 @@ class Phase:
     if self.group not in TRAINED_GROUPS:
       raise ValueError(f"Phase group must be one of {TRAINED_GROUPS}; got {self.group!r}.")
     if not callable(self.eta):
-      eta = float(self.eta)
-      if not (math.isfinite(eta) and eta >= 0):
-        raise ValueError(f"Phase eta (step size) must be finite and >= 0; got {self.eta!r}.")
+      # The shared check refuses strings and bools, which float() would take ('1.0' -> 1.0).
+      eta = validation.check_real("Phase eta (step size)", self.eta, minimum=0.0)
       object.__setattr__(self, "eta", eta)
     validation.check_int("Phase steps", self.steps, 1, integral_floats=True)
     object.__setattr__(self, "steps", int(self.steps))

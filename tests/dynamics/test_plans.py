@@ -361,3 +361,12 @@ def test_plan_padding_to_num_slots():
   assert data.trains.shape == (5, 2) and not np.asarray(data.trains)[3:].any()
   with pytest.raises(ValueError, match="num_slots"):
     plan.slots(2)
+
+
+@pytest.mark.parametrize("eta", ["1.0", b"1", True, None])
+def test_a_step_size_that_is_not_a_number_is_refused(eta):
+  """issue 34: `lj.plans.joint('1.0', 10)` ran, float() taking the string; the shared check
+  refuses strings and bools in one line naming the field."""
+  with pytest.raises(ValueError, match=r"Phase eta \(step size\) must be a finite real"):
+    lj.plans.joint(eta, 10)
+  assert lj.plans.joint(1, 10).phases[0].eta == 1.0
