@@ -18,11 +18,15 @@ import tempfile
 
 import jax
 
+# Importing lagjax adds its own XLA flag (YNNPACK off) and computes nothing, so the flags
+# below still reach XLA, which reads them at the first computation.
+from lagjax import xla_flags  # noqa: I001
+
 # Test modules mirror the package in subfolders (tests/risk/, tests/dynamics/, ...); the
 # helpers they share (enumeration.py) stay here, importable from every subfolder.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+FAST_COMPILE_FLAGS = " ".join(xla_flags.FAST_COMPILE)
 
 
 def _flags_accepted(flags: str) -> bool:
@@ -34,20 +38,14 @@ def _flags_accepted(flags: str) -> bool:
 
 _flags = os.environ.get("XLA_FLAGS", "")
 if FAST_COMPILE_FLAGS not in _flags and _flags_accepted(f"{_flags} {FAST_COMPILE_FLAGS}"):
-  os.environ["XLA_FLAGS"] = f"{_flags} {FAST_COMPILE_FLAGS}".strip()
+  xla_flags.add(*xla_flags.FAST_COMPILE)   # lagjax's one writer of XLA_FLAGS
 jax.config.update("jax_enable_x64", True)
 CACHE = os.environ.setdefault("LAGJAX_COMPILATION_CACHE",
                               tempfile.mkdtemp(prefix="lagjax-test-compilation-cache-"))
 # One persistent compilation cache for the whole run: both xdist workers (they inherit the
 # controller's folder), the binaries the tests start, and the kernels that execute the
 # tutorials. A program compiled once anywhere is loaded, not compiled, everywhere else.
-for _name, _value in (("JAX_COMPILATION_CACHE_DIR", CACHE),
-                      ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0"),
-                      ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")):
-  os.environ.setdefault(_name, _value)
-jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+xla_flags.enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", CACHE))
 
 # The files of longest run time first (worker seconds of one run, BUILD_NOTES.md "Test suite
 # time"), so that with `--dist loadfile` the two workers finish together: xdist's default
