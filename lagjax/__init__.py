@@ -26,7 +26,8 @@ from lagjax.data.lengths import fixed, geometric, shifted_poisson
 from lagjax.data.occurrence import all_of, any_of, occurrence
 from lagjax.data.regular import regular
 from lagjax.dynamics import closed_form, metrics, plans, runner, task_train
-from lagjax.dynamics.train import Run, train, train_kqv
+from lagjax.dynamics.train import train, train_kqv
+from lagjax.dynamics.trajectory import Trajectory
 from lagjax.models.direct import forward_counts, forward_tokens, init_params
 from lagjax.risk import (
     RiskResult,
@@ -37,7 +38,7 @@ from lagjax.risk import (
 )
 
 __all__ = [
-    "Language", "RiskResult", "Run", "all_of", "analysis", "any_of", "closed_form", "data",
+    "Language", "RiskResult", "Trajectory", "all_of", "analysis", "any_of", "closed_form", "data",
     "dynamics", "error_rate", "finite_sample", "fixed", "forward_counts", "forward_tokens",
     "geometric", "init_params", "languages", "lengths", "linalg", "metrics", "models",
     "occurrence", "partition", "plans", "population_risk", "regimes", "regular", "risk",

@@ -12,12 +12,12 @@ def padded_automaton(lang, num_states: int):
   """The automaton of `lang` as transfer-route arrays, padded with unreachable states to
   num_states (they add exact zeros), so one compilation serves every language of one
   alphabet size."""
-  from lagjax.risk import transfer
-  letters, accepting, start = transfer.automaton_arrays(lang)
+  from lagjax.risk import automaton
+  letters, accepting, start = automaton.automaton_arrays(lang)
   pad = num_states - letters.shape[-1]
   assert pad >= 0, (lang.describe(), num_states)
-  return transfer.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
-                            jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
+  return automaton.Automaton(jnp.pad(letters, ((0, 0), (0, pad), (0, pad))),
+                             jnp.pad(accepting, (0, pad)), jnp.pad(start, (0, pad)))
 
 
 def labelled_strings(lang, n: int):

@@ -1,4 +1,9 @@
-"""Invalid input raises ValueError with a message that names the offending field."""
+"""Bad input: invalid input raises ValueError with a message that names the offending field.
+
+A concept rather than one module (issue 33 item 7): the checks a user meets first, through the
+public entry points (the languages and length laws, lj.population_risk and its routes, the
+initialisers, plans, training and the atlas settings), each test naming the one it calls.
+"""
 
 import math
 
@@ -173,7 +178,7 @@ def test_population_risk_sampled_route_estimates_the_exact_risk(lang):
   theta = params(alpha=np.linspace(0.0, 1.0, D), beta=np.linspace(-1.0, 1.0, D))
   exact = lj.population_risk(lang, theta)
   estimate = lj.population_risk(lang, theta, route="sampled", n_samples=20_000)
-  assert estimate.route == "sampled" and estimate.details["stderr"] > 0
+  assert estimate.risk_route == "sampled" and estimate.details["stderr"] > 0
   assert abs(estimate.value - exact.value) < 5 * estimate.details["stderr"]
 
 
@@ -306,7 +311,7 @@ def test_train_erf_max_risk(max_risk):
   task = lj.tasks.get_task("slr", m=3)
   start = {"k": np.array([1.0, 0.0, 0.0]), "v": np.array([0.0, 1.0, 0.0])}
   with pytest.raises(ValueError, match=r"^max_risk must be a real > 0 \(inf: no cap\); got "):
-    lj.dynamics.erf_slr.train_erf(task, lj.plans.output_only(0.1, 2), 1.0, start,
+    lj.dynamics.erf_train.train_erf(task, lj.plans.output_only(0.1, 2), 1.0, start,
                                   max_risk=max_risk)
 
 
@@ -330,3 +335,24 @@ def test_train_takes_an_integral_float_record_every():
   lang = lj.occurrence(3)
   run = lj.train(lang, lj.plans.output_only(1.0, 4), record_every=2.0)
   assert run.steps.tolist() == [0, 2, 4]
+
+
+@pytest.mark.parametrize("check", [
+    lambda value: lj.validation.check_real("eta", value, minimum=0.0),
+    lambda value: lj.validation.check_positive("gamma", value),
+    lambda value: lj.validation.check_risk_threshold("epsilon", value),
+])
+@pytest.mark.parametrize("value", ["1.0", "0.1", b"1", True, np.bool_(True)])
+def test_number_checks_refuse_strings_and_bools(check, value):
+  """A step size, duration or threshold given as a string that spells a number ('1.0') or as
+  a bool is refused in one line, naming the value (issue 34: lj.plans.joint('1.0', 10))."""
+  with pytest.raises(ValueError, match=r"must be a finite real.*; got ") as raised:
+    check(value)
+  assert repr(value) in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("value", ["3", b"3", True, 3.5])
+def test_count_check_refuses_strings_and_bools(value):
+  """A count (steps, seeds) given as a string, a bool or a fractional float is refused."""
+  with pytest.raises(ValueError, match=r"^steps must be an integer >= 1; got "):
+    lj.validation.check_int("steps", value, 1, integral_floats=True)
