@@ -64,7 +64,7 @@ REGIME_LANGUAGES = ("occurrence", "any_of")
 
 def validate(config) -> np.ndarray:
   """Checks every field before any compute; returns the d grid."""
-  if config.language not in REGIME_LANGUAGES:
+  if config.language in lj.languages.LANGUAGES and config.language not in REGIME_LANGUAGES:
     known = sorted(lj.languages.LANGUAGES)
     raise ValueError(
         f"config.language must be one of {REGIME_LANGUAGES}: the exact regime laws "
@@ -96,14 +96,17 @@ def validate(config) -> np.ndarray:
   lj.validation.check_positive("config.kqv.eta2_min", kqv.eta2_min)
   lj.validation.check_real("config.kqv.eta2_max", kqv.eta2_max, minimum=kqv.eta2_min, strict=True)
   ds = d_values(config)
-  language(config, int(ds[0]))   # the language and its length law build
+  try:
+    language(config, int(ds[0]))   # the language and its length law build
+  except ValueError as error:
+    raise ValueError(f"config.language: {error}") from None
   return ds
 
 
 def language(config, d, **options):
   """The config's language at alphabet size d, with config.length unless `options` give one."""
   options.setdefault("length", common.config_length(config))
-  return lj.languages.make(config.language, int(d), config.letters, **options)
+  return lj.languages.from_spec(config.language, int(d), letters=tuple(config.letters), **options)
 
 
 def regime_rows(config, ds) -> tuple[list[dict], dict]:

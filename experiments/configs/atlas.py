@@ -5,7 +5,8 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
-  # "name" or "name:arg,arg" of a registered language (lj.languages.make(name, *args)).
+  # "name" or "name:arg,arg" of a registered language, an automaton file "path.json" or a
+  # factory "module:function" (lj.languages.from_spec).
   config.languages = ("parity", "first", "even_pairs", "tomita:1", "tomita:2", "tomita:3",
                       "tomita:4", "tomita:5", "tomita:6", "tomita:7", "dyck:2",
                       "cycle_navigation:3", "mod_count:1,3,1", "contains:1,0,1",

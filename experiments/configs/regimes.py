@@ -11,7 +11,9 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
-  config.language = "occurrence"     # occurrence | any_of (one invariant Δ)
+  # occurrence | any_of (one invariant Δ), or a factory "module:function" taking d that returns
+  # an occurrence-family lj.Language (lj.languages.from_spec).
+  config.language = "occurrence"
   # "" for the balanced geometric law (p = 1/(d-1) for occurrence), else 'geometric:0.1',
   # 'fixed:20' or 'shifted_poisson:3.0' (the lengths part below sets its own laws).
   config.length = ""
