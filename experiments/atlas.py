@@ -41,6 +41,17 @@ def validate(config):
     raise ValueError(f"config.languages: {error}") from error
 
 
+def language_name(spec: str) -> str:
+  """The row name of a config.languages entry: 'tomita:3' -> 'tomita_3', an automaton file
+  'path/to/mine.json' -> 'mine', a factory 'module:function' -> 'function'."""
+  if spec.endswith(".json"):
+    return os.path.splitext(os.path.basename(spec))[0]
+  name, _, args = spec.partition(":")
+  if name not in languages.LANGUAGES and args.isidentifier():
+    return args
+  return spec.replace(":", "_").replace(",", "_")
+
+
 def main(argv):
   del argv
   experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=validate)
@@ -48,9 +59,9 @@ def main(argv):
   settings = atlas.Settings(steps=config.steps, grid=tuple(config.grid),
                             record_every=config.record_every, starts=config.starts,
                             iterations=config.iterations, epsilon=config.epsilon)
-  names = [spec.replace(":", "_").replace(",", "_") for spec in config.languages]
+  names = [language_name(spec) for spec in config.languages]
   star_free = [regular.is_star_free(lang) for lang in langs]
-  started, started_utc = experiment.started, experiment.started_utc
+  started = experiment.started
   results = {}
   # Two compiled stages per layout (the best risk, then the plans), reported as one total.
   stages = experiment.progress("stages (best risk, plans) of the layouts")
@@ -58,12 +69,13 @@ def main(argv):
     results[layout] = atlas.run(
         langs, atlas.LAYOUTS[layout], settings,
         progress=lambda done, total, k=k: stages(k * total + done, len(config.layouts) * total))
-    write(workdir, results, langs, names, star_free, settings, started, config, started_utc)
+    write(experiment, results, langs, names, star_free, settings)
   print(f"wrote {workdir} in {time.time() - started:.0f} s", flush=True)
 
 
-def write(workdir, results, langs, names, star_free, settings, started, config, started_utc):
+def write(experiment, results, langs, names, star_free, settings):
   """atlas.csv, atlas.md, heatmap.png and metadata.json for the layouts finished so far."""
+  workdir, started = experiment.workdir, experiment.started
   rows = []
   for layout, table in results.items():
     for i, lang in enumerate(langs):
@@ -73,8 +85,9 @@ def write(workdir, results, langs, names, star_free, settings, started, config, 
       for plan in atlas.PLAN_NAMES:
         row[plan] = table[plan][i]
         row[plan + "_etas"] = "/".join(f"{e:g}" for e in table[plan + "_etas"][i])
-      row.update(tau_eps=int(table["tau_epsilon"][i]),
-                 half_time_ratio=table["half_time_ratio"][i],
+      # Empty where undefined (the library's -1), never a number a reader could take.
+      row.update(tau_eps=reached(int(table["tau_epsilon"][i])),
+                 half_time_ratio=reached(table["half_time_ratio"][i]),
                  grid_covered=bool(table["grid_covered"][i]))
       rows.append(row)
   common.write_csv(rows, os.path.join(workdir, "atlas.csv"))
@@ -89,13 +102,29 @@ def write(workdir, results, langs, names, star_free, settings, started, config, 
             f"the infimum; ‖∇R‖ there in grad_norm). Excess risk in {os.path.basename(figure)}."
             "\n\n")
     f.write("## Comparison with Huang, Liang & Yang (ICML 2025)\n\n" + comparisons + "\n\n")
-    f.write("## All rows\n\n" + common.markdown_table(rows) + "\n")
-  common.write_metadata(
-      workdir, config, started_utc, seconds=round(time.time() - started, 1),
+    f.write("## All rows\n\n" + LEGEND + "\n\n" + common.markdown_table(
+        [{**row, **{column: row[column] if row[column] != "" else NOT_REACHED[column]
+                    for column in NOT_REACHED}} for row in rows]) + "\n")
+  experiment.write_metadata(
+      seconds=round(time.time() - started, 1),
       layouts_finished=list(results),
       settings={k: getattr(settings, k) for k in settings.__dataclass_fields__},
       languages={name: {"language": lang.describe(), "length_law": str(lang.length)}
                  for name, lang in zip(names, langs)})
+
+
+# What atlas.md prints where a lag column is undefined (atlas.csv leaves the cell empty).
+NOT_REACHED = {"tau_eps": "not reached", "half_time_ratio": "undefined"}
+LEGEND = ("tau_eps (τ_ε): the first recorded step of joint GD at its chosen step size with risk "
+          "<= best risk + epsilon; \"not reached\" when it never gets there. half_time_ratio: "
+          "t_α/t_β, the step at which attention (α) has made half its move up to τ_ε over the "
+          "step at which the output (β) has (> 1: attention lags); \"undefined\" when τ_ε is "
+          "not reached or either half-time is 0. atlas.csv leaves both cells empty then.")
+
+
+def reached(value):
+  """A lag column's value, or "" where the library reports -1 (undefined)."""
+  return "" if value == -1 else value
 
 
 def huang_liang_yang(results, names, settings) -> str:
@@ -109,9 +138,12 @@ def huang_liang_yang(results, names, settings) -> str:
       marks = [len(steps) // 4, len(steps) // 2, len(steps) - 1]
       scaled = ", ".join(f"t={steps[m]}: {steps[m] * (curve[m] - table['best_risk'][i]):.3g}"
                          for m in marks)
+      ratio, tau = table["half_time_ratio"][i], table["tau_epsilon"][i]
+      ratio = NOT_REACHED["half_time_ratio"] if ratio == -1 else f"{ratio:.3g}"
+      tau = NOT_REACHED["tau_eps"] if tau == -1 else tau
       lines.append(f"- even pairs, {layout}: best risk {table['best_risk'][i]:.4f}; joint GD "
-                   f"half-time ratio t_α/t_β = {table['half_time_ratio'][i]:.3g} "
-                   f"(τ_ε = {table['tau_epsilon'][i]}); t·(R(t) - R_best): {scaled}.")
+                   f"half-time ratio t_α/t_β = {ratio} "
+                   f"(τ_ε = {tau}); t·(R(t) - R_best): {scaled}.")
     if "parity" in names:
       i = names.index("parity")
       lines.append(f"- parity, {layout}: best risk found {table['best_risk'][i]:.4f} "

@@ -35,6 +35,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import jax
@@ -57,6 +58,7 @@ class Experiment:
   validated: object
   started_utc: str
   started: float
+  git_dirty: bool | None = None   # taken at start, before the binary writes into its workdir
 
   def progress(self, unit: str, *, quiet: bool = False) -> StartAware:
     """The one progress reporter (progress_reporter), aware of work found done on disk."""
@@ -64,7 +66,8 @@ class Experiment:
 
   def write_metadata(self, **fields) -> dict:
     """workdir/metadata.json (write_metadata) with the binary's own fields."""
-    return write_metadata(self.workdir, self.config, self.started_utc, **fields)
+    return write_metadata(self.workdir, self.config, self.started_utc, started=self.started,
+                          git_dirty_at_start=self.git_dirty, **fields)
 
 
 def start(config, workdir: str | None = None, *, validate=None, xla_optimization=None,
@@ -78,6 +81,7 @@ def start(config, workdir: str | None = None, *, validate=None, xla_optimization
   silenced, then `validate(config)` (a ValueError becomes the one-line usage error of
   experiments/cli.py) and the writable workdir, both before any computation.
   """
+  dirty = git_dirty()   # before anything is written (a workdir may hold tracked files)
   xla_flags.backend_optimization(xla_optimization)
   if host_devices:
     xla_flags.host_devices(host_devices)
@@ -90,7 +94,7 @@ def start(config, workdir: str | None = None, *, validate=None, xla_optimization
     raise app.UsageError(str(error)) from error
   if workdir is not None:
     writable_workdir(workdir)
-  return Experiment(config, workdir, validated, utc_now(), time.time())
+  return Experiment(config, workdir, validated, utc_now(), time.time(), dirty)
 
 
 def pyplot():
@@ -181,18 +185,52 @@ def utc_now() -> str:
   return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _git(*args: str) -> str | None:
+def _git(*args: str, cwd: str | None = None) -> str | None:
   try:
     return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
-                          cwd=os.path.dirname(__file__)).stdout.strip()
+                          cwd=cwd or os.path.dirname(__file__)).stdout.strip()
   except (OSError, subprocess.CalledProcessError):
     return None
 
 
-def git_dirty() -> bool | None:
-  """Whether the checkout has uncommitted changes to tracked files (None: not a git checkout)."""
-  status = _git("status", "--porcelain", "--untracked-files=no")
+def git_dirty(path: str | None = None) -> bool | None:
+  """Whether the checkout at `path` (default: this code's) has uncommitted changes to tracked
+  files (None: not a git checkout)."""
+  status = _git("status", "--porcelain", "--untracked-files=no", cwd=path)
   return None if status is None else bool(status)
+
+
+def command_as_typed() -> str:
+  """The command line as the user typed it ('python -m experiments.sweep --config=...'), from
+  the interpreter's own argv (sys.orig_argv), not the script path that sys.argv[0] becomes."""
+  return shlex.join(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+
+
+# Environment variables that change JAX's results or speed (flags, threads, precision, cache).
+ENVIRONMENT_PREFIXES = ("JAX_", "XLA_", "TF_CPP_", "OMP_", "MKL_", "OPENBLAS_", "LAGJAX_")
+
+
+def environment() -> dict:
+  """The JAX/XLA (and thread-count) environment variables that are set, XLA_FLAGS included."""
+  return {name: value for name, value in sorted(os.environ.items())
+          if name.startswith(ENVIRONMENT_PREFIXES)}
+
+
+def host() -> dict:
+  """The host name, CPU model (from /proc/cpuinfo where present) and core count."""
+  model = platform.processor() or platform.machine()
+  try:
+    with open("/proc/cpuinfo") as f:
+      model = next((line.split(":", 1)[1].strip() for line in f
+                    if line.startswith("model name")), model)
+  except OSError:
+    pass
+  return {"name": platform.node(), "cpu": model, "cores": os.cpu_count()}
+
+
+def devices() -> list[str]:
+  """JAX's devices, e.g. ['TFRT_CPU_0'] (the backend is up by the time metadata is written)."""
+  return [str(device) for device in jax.devices()]
 
 
 def json_of(config) -> str:
@@ -200,23 +238,61 @@ def json_of(config) -> str:
   return config.to_json_best_effort(sort_keys=True, indent=2)
 
 
-def write_metadata(workdir: str, config, started_utc: str, **fields) -> dict:
+def write_metadata(workdir: str, config, started_utc: str, *, started: float | None = None,
+                   git_dirty_at_start: bool | None = None, **fields) -> dict:
   """Writes workdir/metadata.json: the config and its hash, when and how the run was started
-  (UTC time, command line), the code (git commit, whether the checkout was dirty, package
-  versions, Python), and the binary's own `fields`. Returns the dict."""
+  (UTC time, the command as typed), the code (git commit, whether the checkout was dirty when
+  the run started, package versions, Python), where it ran (host, CPU, core count, JAX
+  devices, the JAX/XLA environment variables with XLA_FLAGS), the attempts, and the binary's
+  own `fields`. Returns the dict.
+
+  `attempts` lists every run of this config into this workdir (a resumed sweep or Table 1
+  has several), each with its start, end and wall time: the attempts of an earlier
+  metadata.json with the same config hash are kept, never overwritten, and this run's entry
+  is replaced when it writes again. `started` is this run's time.time() at start;
+  `git_dirty_at_start` the flag start() took (None: taken now, for callers without one).
+  """
   config_json = json_of(config)
+  config_sha256 = hashlib.sha256(config_json.encode()).hexdigest()
+  finished_utc = utc_now()
+  attempt = {"started_utc": started_utc, "finished_utc": finished_utc,
+             "wall_seconds": None if started is None else round(time.time() - started, 1),
+             "host": platform.node(), "pid": os.getpid(), "started_unix": started}
   metadata = {
       "config": json.loads(config_json),
-      "config_sha256": hashlib.sha256(config_json.encode()).hexdigest(),
-      "started_utc": started_utc, "finished_utc": utc_now(),
-      "command_line": shlex.join(sys.argv),
-      "git_commit": _git("rev-parse", "HEAD") or "unknown", "git_dirty": git_dirty(),
+      "config_sha256": config_sha256,
+      "started_utc": started_utc, "finished_utc": finished_utc,
+      "command_line": command_as_typed(),
+      "git_commit": _git("rev-parse", "HEAD") or "unknown",
+      "git_dirty": git_dirty() if git_dirty_at_start is None else git_dirty_at_start,
       "versions": {p: importlib.metadata.version(p) for p in
                    ("lagjax", "jax", "jaxlib", "optax", "numpy", "ml-collections")},
-      "python": platform.python_version(), **fields}
+      "python": platform.python_version(), "host": host(), "devices": devices(),
+      "environment": environment(),
+      "attempts": previous_attempts(workdir, config_sha256, attempt) + [attempt], **fields}
   with open(os.path.join(workdir, "metadata.json"), "w") as f:
     json.dump(metadata, f, indent=2, default=str)
   return metadata
+
+
+def previous_attempts(workdir: str, config_sha256: str, attempt: dict) -> list[dict]:
+  """The attempts an earlier metadata.json in `workdir` records for the same config, less
+  `attempt` itself (the same start time, host and process: this run writing again). A file from
+  before attempts were recorded gives its one run (start, end, and its `seconds` if any)."""
+  try:
+    with open(os.path.join(workdir, "metadata.json")) as f:
+      previous = json.load(f)
+  except (OSError, ValueError):
+    return []
+  if not isinstance(previous, dict) or previous.get("config_sha256") != config_sha256:
+    return []
+  attempts = previous.get("attempts")
+  if attempts is None:
+    attempts = [{"started_utc": previous.get("started_utc"),
+                 "finished_utc": previous.get("finished_utc"),
+                 "wall_seconds": previous.get("seconds")}]
+  same = ("started_utc", "started_unix", "host", "pid")
+  return [a for a in attempts if [a.get(k) for k in same] != [attempt[k] for k in same]]
 
 
 class StartAware:
@@ -232,21 +308,60 @@ class StartAware:
     self.progress(done, total)
 
 
-def progress_reporter(unit: str, *, quiet: bool = False, stream=None):
+HEARTBEAT_SECONDS = 10.0   # the longest a long binary stays silent
+
+
+def progress_reporter(unit: str, *, quiet: bool = False, stream=None,
+                      heartbeat: float = HEARTBEAT_SECONDS):
   """A progress(done, total) callback: a tqdm bar on a terminal, else absl INFO lines.
 
   The bar goes to `stream` (default stderr) when it is a TTY and not `quiet`;
   otherwise a line "done/total unit (rate/s, ETA)" is logged at each tenth of the
   total. The rate counts only work done since the first call, so that work found
-  finished on disk (a resumed run) does not inflate it.
+  finished on disk (a resumed run) does not inflate it. While a unit takes longer than
+  `heartbeat` seconds (one compiled stage of the atlas can), a line (or a bar refresh) every
+  `heartbeat` seconds says the run is alive, with the rate and ETA so far and the time spent
+  on the current unit, so no long binary is silent for more than `heartbeat` seconds.
   """
   stream = stream or sys.stderr
+  state = {"start": None, "first": 0, "done": 0, "total": 0, "last": 0.0}
+
+  def rate_and_eta(now: float) -> tuple[float, str]:
+    elapsed = now - state["start"]
+    rate = (state["done"] - state["first"]) / elapsed if elapsed > 0 else 0.0
+    eta = f"{(state['total'] - state['done']) / rate:.0f} s" if rate > 0 else "? s"
+    return rate, eta
+
+  def note(done: int, total: int) -> None:
+    cli.note_progress(done, total, unit)
+    now = time.perf_counter()
+    first_call = state["start"] is None
+    if first_call:
+      state.update(start=now, first=done)
+    state.update(done=done, total=total, last=now)
+    if first_call and heartbeat:
+      threading.Thread(target=beat, daemon=True, name=f"progress {unit}").start()
+
+  def beat() -> None:
+    while state["done"] < state["total"]:
+      time.sleep(min(heartbeat, 1.0))
+      now = time.perf_counter()
+      if state["done"] >= state["total"]:
+        return
+      if now - state["last"] >= heartbeat:
+        state["last"] = now
+        alive(now)
+
   if not quiet and stream.isatty():
     bar = None
 
+    def alive(now: float) -> None:
+      if bar is not None:
+        bar.refresh()   # elapsed time and rate move on the bar
+
     def render_bar(done: int, total: int) -> None:
       nonlocal bar
-      cli.note_progress(done, total, unit)
+      note(done, total)
       if bar is None:
         bar = tqdm.tqdm(total=total, initial=done, unit=f" {unit}", file=stream,
                         dynamic_ncols=True)
@@ -256,20 +371,21 @@ def progress_reporter(unit: str, *, quiet: bool = False, stream=None):
 
     return render_bar
 
-  start, first, last_tenth = None, 0, -1
+  last_tenth = -1
+
+  def alive(now: float) -> None:
+    rate, eta = rate_and_eta(now)
+    absl_logging.info("%d/%d %s (%.3g/s, ETA %s; working, %.0f s since the start)",
+                      state["done"], state["total"], unit, rate, eta, now - state["start"])
 
   def log_lines(done: int, total: int) -> None:
-    nonlocal start, first, last_tenth
-    cli.note_progress(done, total, unit)
-    if start is None:
-      start, first = time.perf_counter(), done
+    nonlocal last_tenth
+    note(done, total)
     tenth = 10 * done // max(total, 1)
     if tenth == last_tenth:
       return
     last_tenth = tenth
-    elapsed = time.perf_counter() - start
-    rate = (done - first) / elapsed if elapsed > 0 else 0.0
-    eta = f"{(total - done) / rate:.0f} s" if rate > 0 else "?"
-    absl_logging.info("%d/%d %s (%.0f/s, ETA %s)", done, total, unit, rate, eta)
+    rate, eta = rate_and_eta(time.perf_counter())
+    absl_logging.info("%d/%d %s (%.3g/s, ETA %s)", done, total, unit, rate, eta)
 
   return log_lines

@@ -243,7 +243,7 @@ def main(argv):
       # A resumed run reloads finished chunks: wall time and throughput cover the
       # configurations this run computed, not the reloaded ones.
       resumed=reloaded > 0, chunks_at_start=reloaded,
-      devices=[str(d) for d in jax.devices()], process_count=jax.process_count(),
+      process_count=jax.process_count(),   # devices, host and environment: common
       configurations=int(table["plan"].shape[0]), configurations_computed=computed,
       wall_seconds=wall, configs_per_second=computed / max(wall, 1e-9))
   if config.save_trajectories:

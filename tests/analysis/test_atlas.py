@@ -49,3 +49,22 @@ def test_plan_names_are_the_registry_and_a_plan_without_a_grid_is_named(monkeypa
   monkeypatch.setattr(atlas, "PLAN_NAMES", (*atlas.PLAN_NAMES, "new_plan"))
   with pytest.raises(ValueError, match=r"no step-size grid for the plans \['new_plan'\]"):
     atlas.run([regular_builtins.parity()], atlas.LAYOUTS["cls"], atlas.Settings(steps=4))
+
+
+def test_lag_columns_are_attention_over_output_and_the_first_step_at_epsilon():
+  """Tomita 1 (1*) from θ0 = 0 under joint GD: β moves at the first step and α only once β
+  is nonzero (docs/theory.md §6b), so attention's half-time is the later one and the ratio
+  t_α/t_β is > 1 on a row whose half-times differ (swapping attention and output gives its
+  inverse). τ_ε is the first recorded step whose risk is <= best risk + ε on joint GD's
+  curve, and the ratio is -1 exactly where ε is never reached (the binary prints that
+  as a word)."""
+  langs = [lj.languages.from_spec("tomita:1"), regular_builtins.parity()]
+  # The committed atlas's settings (docs/results/atlas: τ_ε = 52, ratio 11 and parity's -1).
+  settings = atlas.Settings(steps=60, grid=(1.0, 4.0), record_every=2, starts=2, iterations=30)
+  rows = atlas.run(langs, atlas.LAYOUTS["cls"], settings)
+  for i in range(len(langs)):
+    reached = rows["joint_curve"][i] <= rows["best_risk"][i] + settings.epsilon
+    expected_tau = int(rows["steps"][reached.argmax()]) if reached.any() else -1
+    assert rows["tau_epsilon"][i] == expected_tau
+  assert rows["tau_epsilon"][0] > 0 and rows["half_time_ratio"][0] > 1.5
+  assert rows["tau_epsilon"][1] == -1 and rows["half_time_ratio"][1] == -1

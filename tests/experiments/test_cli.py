@@ -42,7 +42,7 @@ def test_ctrl_c_line_says_how_far_the_run_got():
   from experiments import common
   cli._progress.clear()
   assert cli.interrupted_message().startswith("interrupted. Finished work is kept")
-  common.progress_reporter("chunks", quiet=True)(3, 8)
+  common.progress_reporter("chunks", quiet=True, heartbeat=0)(3, 8)
   assert cli.interrupted_message() == ("interrupted after 3 of 8 chunks. Finished work is kept "
                                        "in the workdir; rerun the same command to resume.")
   cli._progress.clear()
@@ -74,3 +74,27 @@ def test_a_directory_given_as_config_is_called_a_directory(monkeypatch):
   message = cli.explain_parse_error(["binary", "--config=experiments/configs"], ValueError("x"))
   assert message == ("--config experiments/configs is a directory: give a config file in it, "
                      "e.g. experiments/configs/<name>.py.")
+
+
+def test_a_long_unit_still_reports_every_heartbeat_with_rate_and_eta(caplog):
+  """One slow unit (an atlas stage): lines keep coming every `heartbeat` seconds with the
+  rate and ETA so far, and stop once the total is reached."""
+  import logging
+  import time
+
+  from experiments import common
+  with caplog.at_level(logging.INFO, logger="absl"):
+    progress = common.progress_reporter("stages", quiet=True, heartbeat=0.2)
+    progress(0, 3)
+    progress(1, 3)
+    time.sleep(1.3)                               # the second unit is slow
+    working = [r.getMessage() for r in caplog.records if "working" in r.getMessage()]
+    assert len(working) >= 3, working
+    assert all(m.startswith("1/3 stages (") and "/s, ETA " in m for m in working)
+    assert "ETA ? s" not in working[-1]              # one unit done: a rate, so an ETA
+    progress(3, 3)
+    count = len(caplog.records)
+    time.sleep(0.6)
+    assert len(caplog.records) == count             # finished: silent
+  cli._progress.clear()
+

@@ -68,7 +68,9 @@ def test_metadata_says_when_how_and_from_what(outputs, name):
     metadata = json.load(f)
   assert metadata["config"] and len(metadata["config_sha256"]) == 64
   assert metadata["started_utc"] <= metadata["finished_utc"]
-  assert f"experiments.{name}" in metadata["command_line"] or name in metadata["command_line"]
+  assert f" -m experiments.{name} " in metadata["command_line"]   # as typed, not the .py path
+  assert metadata["host"]["cores"] >= 1 and metadata["devices"] and "environment" in metadata
+  assert [a["started_utc"] for a in metadata["attempts"]] == [metadata["started_utc"]]
   assert "--config.d_list=(5,)" in metadata["command_line"]
   assert metadata["git_dirty"] in (True, False, None) and metadata["git_commit"]
   assert set(metadata["versions"]) >= {"lagjax", "jax", "numpy"}
