@@ -180,7 +180,8 @@ def test_steps_needed_is_the_first_step_within_eps():
 
 def test_new_numbers_do_not_retrace():
   """New d, ε and η3 reuse the compiled functions of the same structure."""
-  regimes.three_phase_regime(lj.occurrence(30), EPS)
+  # Both functions are compiled once here, so the test does not depend on an earlier one.
+  regimes.three_phase_regime(lj.occurrence(30), EPS).risk_of_delta(1.0)
   sizes = [f._cache_size() for f in (regimes._analyse, regimes._risk_of_delta)]
   for d, eps, eta3 in [(31, 2e-3, 0.5), (400, 1e-4, 1.5), (12, 1e-2, 1.0)]:
     regime = regimes.three_phase_regime(lj.occurrence(d), eps, eta3=eta3)
