@@ -202,8 +202,10 @@ def git_dirty(path: str | None = None) -> bool | None:
 
 def command_as_typed() -> str:
   """The command line as the user typed it ('python -m experiments.sweep --config=...'), from
-  the interpreter's own argv (sys.orig_argv), not the script path that sys.argv[0] becomes."""
-  return shlex.join(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+  the interpreter's own argv (sys.orig_argv), not the script path that sys.argv[0] becomes;
+  the interpreter by its name (a launcher such as pyenv's passes its full path)."""
+  argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+  return shlex.join([os.path.basename(argv[0]), *argv[1:]])
 
 
 # Environment variables that change JAX's results or speed (flags, threads, precision, cache).

@@ -297,7 +297,8 @@ def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=
     layout: the direct model's layout (§2b), e.g. LAYOUTS["cls"].
     settings: what to compute (Settings).
     progress: optional progress(done, total) callback over the two compiled stages (the
-      best risk, then the plans): (0, 2) before, (1, 2) between, (2, 2) after. This
+      best risk, then the plans): (0, 2) before, (1, 2) between, (2, 2) after, each once the
+      stage's computation has finished (not when it was dispatched). This
       module prints nothing; a binary renders it.
 
   Returns:
@@ -329,11 +330,15 @@ def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=
                      "(lagjax/analysis/atlas.py plan_grid).")
   progress = progress or (lambda done, total: None)
   progress(0, 2)
-  best, grad_norm = _best_risk(automata.automaton, automata.p, jax.random.key(1),
-                               layout=layout, settings=settings, left=automata.left)
+  # Each stage is waited for before it is reported: JAX dispatches asynchronously, so an
+  # unwaited stage would be reported done at once and the run look finished while it computes.
+  best, grad_norm = jax.block_until_ready(_best_risk(
+      automata.automaton, automata.p, jax.random.key(1), layout=layout, settings=settings,
+      left=automata.left))
   progress(1, 2)
-  records, diverged = _train_all(automata.automaton, automata.p, data, layout=layout,
-                                 settings=settings, left=automata.left)
+  records, diverged = jax.block_until_ready(_train_all(
+      automata.automaton, automata.p, data, layout=layout, settings=settings,
+      left=automata.left))
   progress(2, 2)
   risk = np.asarray(records["risk"])                                   # (L, P, R)
   final = np.where(np.asarray(diverged), np.inf, risk[..., -1])

@@ -87,8 +87,8 @@ def test_attempts_from_a_file_written_before_attempts_existed(tmp_path):
 
 
 def test_command_host_devices_and_environment(tmp_path, monkeypatch):
-  monkeypatch.setattr("sys.orig_argv", ["python", "-m", "experiments.sweep", "--config=a b.py"],
-                      raising=False)
+  monkeypatch.setattr("sys.orig_argv", ["/usr/bin/python", "-m", "experiments.sweep",
+                                        "--config=a b.py"], raising=False)
   monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
   monkeypatch.setenv("JAX_TEST_SETTING", "1")
   monkeypatch.setenv("UNRELATED_SETTING", "1")
