@@ -1,5 +1,6 @@
 """The atlas binary's files say "not reached" in words or empty cells, never -1 or NaN
-(issue 34): a row whose τ_ε is reached and one whose is not, written by experiments.atlas."""
+(issue 34): a row whose τ_ε is reached and one whose is not, written by
+experiments/atlas_report.py (no flags, so it imports beside another binary's module)."""
 
 import csv
 import types
@@ -7,7 +8,7 @@ import types
 import numpy as np
 
 import lagjax as lj
-from experiments import atlas as atlas_binary
+from experiments import atlas_report as atlas_binary
 from lagjax.analysis import atlas
 
 
