@@ -13,7 +13,8 @@ from experiments import grids
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   # Any registered language: occurrence | any_of | all_of (letters below), or a regular one
-  # such as even_pairs, parity, 'tomita:3', 'dyck:2' (alphabet {0, 1}: d_list=(2,)).
+  # such as even_pairs, parity, 'tomita:3', 'dyck:2' (alphabet {0, 1}: d_list=(2,)); or your
+  # own: an automaton file 'path.json' or a factory 'module:function' (lj.languages.from_spec).
   config.language = "occurrence"
   # The length law: "" for the language's balanced geometric law (p = 1/(d-1) for
   # occurrence), else 'geometric:0.1', 'fixed:20' or 'shifted_poisson:3.0'.

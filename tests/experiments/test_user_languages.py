@@ -115,3 +115,33 @@ def test_the_atlas_binary_runs_a_json_and_a_factory_language(user_files, tmp_pat
   with open(workdir / "metadata.json") as f:
     described = json.load(f)["languages"]
   assert "ends_in_one(d=2, states=2)" in str(described)
+
+
+def test_the_sweep_builds_a_json_language_at_its_alphabet_size(user_files):
+  """The sweep's language (config_language) goes through from_spec: a file's table fixes d,
+  so d_list must hold its alphabet size; another d is one line naming the fields."""
+  from experiments import sweep as sweep_binary
+  from experiments.configs import sweep as sweep_config
+  config = sweep_config.get_config().unlock()
+  config.language = str(user_files / "ends_in_one.json")
+  assert sweep_binary.config_language(config, 2).describe() == "ends_in_one(d=2, states=2)"
+  with pytest.raises(ValueError, match=r"^config.language / config.d_list / config.length: "
+                                       r"language '.*ends_in_one.json' has alphabet size 2; "
+                                       r"got d = 5\.$"):
+    sweep_binary.config_language(config, 5)
+
+
+@pytest.mark.slow  # starts the regimes binary (it stops at validation)
+def test_the_regimes_binary_builds_its_language_through_from_spec(user_files, tmp_path):
+  """regimes takes 'module:function' too: a factory that returns no Language is refused in
+  the one line of from_spec, before any compute, with exit status 2."""
+  args = [sys.executable, "-m", "experiments.regimes", "--config=experiments/configs/regimes.py",
+          f"--workdir={tmp_path / 'regimes'}", "--config.language=my_languages:not_a_language"]
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             PYTHONPATH=os.pathsep.join([str(user_files), str(REPO)]))
+  result = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT,
+                          env=env)
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert (result.stdout + result.stderr).strip() == (
+      "regimes.py: error: config.language: language 'my_languages:not_a_language': the factory "
+      "returned int, not an lj.Language (build one with lj.regular(...) or a registered family).")
