@@ -40,6 +40,8 @@ DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "lagjax", "xla")
 def has(name: str) -> bool:
   """Whether XLA_FLAGS already sets the option `name` (with or without its leading --).
 
+  A setting of speed and compilation, never of the mathematics (docs/theory.md, Numerics).
+
   Args:
     name: an XLA option name, e.g. "xla_backend_optimization_level".
 
@@ -55,6 +57,8 @@ def has(name: str) -> bool:
 
 def add(*options: str) -> str:
   """Appends each "--name=value" to XLA_FLAGS unless XLA_FLAGS already sets that name.
+
+  A setting of speed and compilation, never of the mathematics (docs/theory.md, Numerics).
 
   A user's own setting wins. XLA reads the flags when JAX creates its backend, so call
   this before any JAX computation.
@@ -80,6 +84,8 @@ def add(*options: str) -> str:
 
 def backend_optimization(level) -> str:
   """XLA's CPU/GPU backend optimisation level (0-3; None keeps XLA's default, 3).
+
+  A setting of speed and compilation, never of the mathematics (docs/theory.md, Numerics).
 
   Level 0 compiles 3-4x faster and runs slower (smoke configs whose time is compilation);
   with it, XLA's CPU fusion emitters are off too (FAST_COMPILE: Table 1's quick config,
@@ -107,6 +113,8 @@ def host_devices(count: int) -> str:
   """One XLA CPU device per `count` (e.g. per core), so work shards over them; a device
   count already in XLA_FLAGS wins.
 
+  A setting of speed and compilation, never of the mathematics (docs/theory.md, Numerics).
+
   Args:
     count: the number of host devices.
 
@@ -126,6 +134,8 @@ def host_devices(count: int) -> str:
 def enable_compilation_cache(path: str | None = None) -> str:
   """Turns on JAX's persistent compilation cache for every program, so a rerun compiles
   nothing; child processes inherit it through JAX_COMPILATION_CACHE_DIR.
+
+  A setting of speed and compilation, never of the mathematics (docs/theory.md, Numerics).
 
   Args:
     path: the folder; default $LAGJAX_COMPILATION_CACHE, else ~/.cache/lagjax/xla.
