@@ -332,9 +332,10 @@ def run_task(config, name: str, built, validation_key, test_key,
   """Validation then test of every row of task `name` through one compiled runner.
 
   Returns (Selection, {row: Trajectory of the test seeds}). Each row's step sizes are chosen
-  by experiments.table1_selection.select on the validation seeds' mean final held-out loss
-  (then metric, or the reverse: settings.select_by); a diverged validation seed scores the
-  worst value, so a diverging candidate loses. progress(done, total) counts runs
+  by experiments.table1_selection.select on the validation seeds' final held-out loss
+  (then metric, or the reverse: settings.select_by), near-best within one standard error,
+  then the smallest step sizes; a diverged validation seed scores the worst value, so a
+  diverging candidate loses. progress(done, total) counts runs
   (validation and test seeds) after each chunk; total grows when a grid is extended.
   shared (experiments.distributed.SharedChunks) splits the chunks over processes.
   """
@@ -363,7 +364,7 @@ def run_task(config, name: str, built, validation_key, test_key,
     final, ok = final_scores(run)  # (candidates, seeds)
     loss = np.where(ok, np.asarray(run.risk)[..., -1], np.inf)
     metric = np.where(ok, final if lower else -final, np.inf)
-    return loss.mean(1), metric.mean(1)
+    return loss, metric  # per seed: the selection takes means and standard errors
 
   chosen = selection.select(plan_names(config), settings.eta_grid, settings.eta_cap,
                             config.attention_multipliers, evaluate, settings.select_by)
