@@ -3,9 +3,12 @@
 A chunk (g, c) is the c-th slice of rows of static group g of a sweep (lagjax/sweep/run.py,
 docs/theory.md section 5b). Its file holds the table rows it covers ("rows") and the
 outputs computed for them.
-Each file is written under a temporary name and renamed into place, so a killed
-sweep leaves only whole chunks and a restarted one finds every finished chunk
-with `has` and skips it.
+Each file is written under a temporary name in the same folder, flushed to disk (fsync) and
+renamed into place (os.replace, atomic on POSIX and Windows), so a killed sweep leaves only
+whole chunks, and a failed overwrite keeps the chunk that was there. A restarted sweep finds
+every finished chunk with `has` and skips it; `has` and `count_finished` also check that the
+file is a whole .npz (its zip directory and checksums), so a truncated file at a chunk's name
+(a writer that wrote in place and died) is never read as finished: it is recomputed.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ import os
 import re
 import signal
 import threading
+import zipfile
 
 import numpy as np
 
 
 def save_atomically(path: str, arrays: dict) -> None:
-  """Writes an .npz next to `path` and renames it into place (never a partial file; a failed
-  write removes its temporary file).
+  """Writes an .npz next to `path`, flushes it to disk and renames it into place (never a
+  partial file at `path`, and a failed overwrite keeps the previous file; a failed write
+  removes its temporary file).
 
   A Ctrl-C during the write is held until the file is in place and raised then: raised
   inside numpy's zip writer it surfaced as a ValueError from the half-closed zip, and the
@@ -48,8 +53,12 @@ def save_atomically(path: str, arrays: dict) -> None:
   in_main = threading.current_thread() is threading.main_thread()
   previous = signal.signal(signal.SIGINT, lambda *_: held.append(True)) if in_main else None
   try:
-    np.savez(temporary, **arrays)
+    with open(temporary, "wb") as handle:
+      np.savez(handle, **arrays)
+      handle.flush()
+      os.fsync(handle.fileno())  # the bytes are on disk before the name says "finished"
     os.replace(temporary, path)
+    _sync_folder(os.path.dirname(path) or ".")
   except BaseException:
     with contextlib.suppress(FileNotFoundError):
       os.remove(temporary)
@@ -61,6 +70,26 @@ def save_atomically(path: str, arrays: dict) -> None:
       signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
   if held:
     raise KeyboardInterrupt
+
+
+def _sync_folder(folder: str) -> None:
+  """fsync of the folder, so that the rename survives a power cut (not possible on Windows)."""
+  with contextlib.suppress(OSError):
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+      os.fsync(descriptor)
+    finally:
+      os.close(descriptor)
+
+
+def is_whole(path: str) -> bool:
+  """Whether `path` is a complete .npz: it opens as a zip, holds at least one array, and
+  every member's checksum matches (a truncated or corrupted file is not whole)."""
+  try:
+    with zipfile.ZipFile(path) as archive:
+      return bool(archive.namelist()) and archive.testzip() is None
+  except (OSError, zipfile.BadZipFile, EOFError, ValueError):
+    return False
 
 
 FINISHED = re.compile(r"group\d{3}_chunk\d{6}\.npz")   # the names ChunkStore.path writes
@@ -97,12 +126,14 @@ class ChunkStore:
     return os.path.join(self.folder, f"group{group:03d}_chunk{chunk:06d}.npz")
 
   def count_finished(self) -> int:
-    """Finished chunk files in the folder (temporary files of interrupted writes excluded)."""
-    return sum(1 for name in os.listdir(self.folder) if FINISHED.fullmatch(name))
+    """Finished chunk files in the folder: whole files at chunk names (temporary files and
+    truncated files of interrupted writes excluded)."""
+    return sum(1 for name in os.listdir(self.folder)
+               if FINISHED.fullmatch(name) and is_whole(os.path.join(self.folder, name)))
 
   def has(self, group: int, chunk: int) -> bool:
-    """Whether the chunk is finished (its file is in place)."""
-    return os.path.exists(self.path(group, chunk))
+    """Whether the chunk is finished: its file is in place and whole (is_whole)."""
+    return is_whole(self.path(group, chunk))
 
   def save(self, group: int, chunk: int, arrays: dict) -> None:
     """Writes the chunk's arrays atomically (save_atomically)."""

@@ -34,8 +34,11 @@ def test_chunk_store_failed_write_leaves_no_chunk(tmp_path, monkeypatch):
   real_savez = np.savez
 
   def dies_midway(file, *args, **kwargs):
-    with open(file, "wb") as handle:
-      handle.write(b"PK\x03\x04 partial")
+    if isinstance(file, (str, os.PathLike)):
+      with open(file, "wb") as handle:
+        handle.write(b"PK\x03\x04 partial")
+    else:  # an open file (the store writes through its own handle to fsync it)
+      file.write(b"PK\x03\x04 partial")
     raise OSError("disk full (simulated)")
 
   monkeypatch.setattr(np, "savez", dies_midway)
@@ -51,3 +54,132 @@ def test_chunk_store_failed_write_leaves_no_chunk(tmp_path, monkeypatch):
   assert set(loaded) == set(arrays)
   for name, value in arrays.items():
     np.testing.assert_array_equal(loaded[name], value)
+
+
+# --- a process that dies inside the write -----------------------------------------------------
+
+# The child runs the sweep of TABLE with every file it opens for binary writing under the
+# chunks folder wrapped so that the `die_in`-th such file gets only `budget` bytes, then the
+# process exits at once (os._exit: no cleanup, no finally, as a kill or a power cut). Files are
+# unbuffered, so the bytes written are on disk. The injection knows nothing of how the store
+# names or writes its files.
+CHILD = r"""
+import builtins, io, os, sys
+workdir, die_in, budget = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+chunks = os.path.realpath(os.path.join(workdir, "chunks"))
+opened = [0]
+real_open = io.open
+
+
+class DiesMidway:
+  def __init__(self, raw):
+    self.raw, self.written = raw, 0
+
+  def write(self, data):
+    data = bytes(data)
+    if self.written + len(data) >= budget:
+      self.raw.write(data[:budget - self.written])
+      os._exit(17)
+    self.written += len(data)
+    return self.raw.write(data)
+
+  def __getattr__(self, name):
+    return getattr(self.raw, name)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.raw.close()
+
+
+def crashing_open(file, mode="r", *args, **kwargs):
+  inside = (isinstance(file, (str, os.PathLike))
+            and os.path.dirname(os.path.realpath(file)) == chunks)
+  if inside and "b" in mode and any(flag in mode for flag in "wax+"):
+    opened[0] += 1
+    if opened[0] == die_in:
+      kwargs.pop("buffering", None)
+      return DiesMidway(real_open(file, mode, *args, buffering=0, **kwargs))
+  return real_open(file, mode, *args, **kwargs)
+
+
+builtins.open = io.open = crashing_open
+import jax
+jax.config.update("jax_enable_x64", True)
+import lagjax as lj
+from tests.sweep.test_chunk_store import TABLE_ARGS, SWEEP_OPTIONS
+if sys.argv[4] == "sweep":
+  lj.sweep.run_sweep(lj.sweep.build_table(*TABLE_ARGS), workdir, lj.occurrence, **SWEEP_OPTIONS)
+else:  # overwrite chunk (0, 0) with other numbers
+  import numpy as np
+  lj.sweep.chunk_store.ChunkStore(workdir).save(0, 0, {"rows": np.arange(1000)})
+sys.exit(0)  # the write finished: the injection missed it
+"""
+
+TABLE_ARGS = (["output_only"], [3], [2], {"eta": [0.25, 0.5, 1.0, 1.5]})
+SWEEP_OPTIONS = dict(chunk_size=2, batch_size=2, num_records=3)  # two chunks of two rows
+
+
+def _crash(workdir, die_in: int, budget: int, what: str = "sweep"):
+  """Runs CHILD; asserts it died inside the write (exit 17), not before or after it."""
+  import subprocess
+  import sys
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  result = subprocess.run([sys.executable, "-c", CHILD, str(workdir), str(die_in), str(budget),
+                           what], cwd=repo, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 17, (result.returncode, result.stderr[-2000:])
+
+
+def _assert_same_results(results, reference):
+  assert set(results) == set(reference)
+  for name, value in reference.items():
+    if isinstance(value, list):
+      for got, want in zip(results[name], value):
+        np.testing.assert_array_equal(got, want)
+    else:
+      np.testing.assert_array_equal(results[name], value)
+
+
+def test_a_chunk_being_written_when_the_process_dies_is_never_read_as_finished(tmp_path):
+  """A sweep process dies half-way through writing its second chunk (after the first chunk
+  is finished). The store must not report the half-written chunk as finished (`has`, the
+  finished count), a resume recomputes it, and the results equal an uninterrupted run's.
+  Then an overwrite of a finished chunk dies half-way: the finished chunk is still there,
+  whole and unchanged. And a truncated file left at a chunk's own name (a writer that wrote
+  in place) is not finished either: a resume recomputes it."""
+  import lagjax as lj
+  table = lj.sweep.build_table(*TABLE_ARGS)
+  reference = lj.sweep.run_sweep(table, str(tmp_path / "reference"), lj.occurrence,
+                                 **SWEEP_OPTIONS)
+  reference_store = chunk_store.ChunkStore(str(tmp_path / "reference"))
+  assert reference_store.count_finished() == 2
+  size = os.path.getsize(reference_store.path(0, 1))
+
+  workdir = tmp_path / "crashed"
+  _crash(workdir, die_in=2, budget=size // 2)
+  store = chunk_store.ChunkStore(str(workdir))
+  assert store.has(0, 0) and not store.has(0, 1)
+  assert store.count_finished() == 1
+  seen = []
+  resumed = lj.sweep.run_sweep(table, str(workdir), lj.occurrence, **SWEEP_OPTIONS,
+                               progress=lambda done, total: seen.append(done))
+  assert seen[0] == 2  # the finished chunk's rows were loaded; the other was recomputed
+  assert store.has(0, 1) and store.count_finished() == 2
+  _assert_same_results(resumed, reference)
+
+  # A failed overwrite keeps the finished chunk.
+  before = store.load(0, 0)
+  _crash(workdir, die_in=1, budget=size // 2, what="overwrite")
+  assert store.has(0, 0) and store.count_finished() == 2
+  _assert_same_results(store.load(0, 0), before)
+
+  # A truncated file at the chunk's name: not finished, recomputed on resume.
+  with open(reference_store.path(0, 1), "rb") as whole:
+    head = whole.read(size // 2)
+  with open(store.path(0, 1), "wb") as truncated:
+    truncated.write(head)
+  assert not store.has(0, 1) and store.count_finished() == 1
+  again = lj.sweep.run_sweep(table, str(workdir), lj.occurrence, **SWEEP_OPTIONS)
+  assert store.has(0, 1)
+  _assert_same_results(again, reference)
