@@ -490,9 +490,12 @@ def test_chunk_write_restores_a_non_python_handler_and_leaves_no_temporary_file(
     real_signal(signal.SIGINT, original)
   monkeypatch.undo()
 
-  def failing_savez(path, **arrays):
-    with open(path, "wb") as partial:
-      partial.write(b"PK")
+  def failing_savez(file, **arrays):
+    if isinstance(file, (str, os.PathLike)):
+      with open(file, "wb") as partial:
+        partial.write(b"PK")
+    else:  # an open file (the store writes through its own handle to fsync it)
+      file.write(b"PK")
     raise OSError("disk full")
 
   monkeypatch.setattr(chunk_store.np, "savez", failing_savez)
