@@ -27,6 +27,9 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
+    # MathJax 3.2.2 from the installed package, copied into _static/mathjax and named by
+    # mathjax_path, so formulas render with no network (docs/decisions/offline-math.md).
+    "sphinx-mathjax-offline",
     "public_api",
 ]
 
