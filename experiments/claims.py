@@ -23,7 +23,7 @@ _CONFIG = config_flags.DEFINE_config_file("config")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/claims", "Where to write tables and figures.")
 
 # Exactness tolerance of the claims that are identities: the Laplace quadrature
-# error is below 1e-14 (BUILD_NOTES.md), so 1e-12 cannot be met by accident.
+# error is below 1e-14 (docs/decisions/numerics-laplace.md), so 1e-12 cannot be met by accident.
 EXACT = 1e-12
 
 

@@ -1,4 +1,4 @@
-"""The one XLA flag lagjax sets: YNNPACK fusions off on CPU (BUILD_NOTES.md, "YNNPACK off").
+"""The one XLA flag lagjax sets: YNNPACK fusions off on CPU (docs/decisions/ynnpack-off.md).
 
 XLA's CPU backend hands small dots and reductions to YNNPACK by default. On lagjax's
 float64 arrays, a batch of 5×5 products along the quadrature nodes or a vmapped sweep,
@@ -31,7 +31,7 @@ def _switch_off_ynn() -> None:
 
 # Cheaper XLA CPU compilation, for smoke configs and the test suite whose time is compiling:
 # LLVM at optimisation level 0 and the older loop emitters instead of the fusion emitters.
-# Both emit the same IEEE float64 operations (BUILD_NOTES.md, issue 19).
+# Both emit the same IEEE float64 operations (docs/decisions/test-suite-speed.md).
 FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
 CACHE_ENV = "LAGJAX_COMPILATION_CACHE"
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "lagjax", "xla")

@@ -1,7 +1,7 @@
 """The suite runs in float64, the one explicit opt-in lagjax asks of its users. Binaries
 started by the tests keep their compilation cache in a folder of this session only.
 
-The suite is mostly XLA compilation (BUILD_NOTES.md, "Test suite"), so the tests and the
+The suite is mostly XLA compilation (docs/decisions/test-suite-speed.md), so the tests and the
 binaries they start compile with cheaper XLA CPU settings: LLVM at optimisation level 0 and
 the classic elemental emitters instead of the newer fusion emitters. Both emit the same IEEE
 float64 operations (roundoff may differ in the last bits where an order of summation does);
@@ -47,10 +47,11 @@ CACHE = os.environ.setdefault("LAGJAX_COMPILATION_CACHE",
 # tutorials. A program compiled once anywhere is loaded, not compiled, everywhere else.
 xla_flags.enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", CACHE))
 
-# The files of longest run time first (worker seconds of one run, BUILD_NOTES.md "Test suite
-# time"), so that with `--dist loadfile` the two workers finish together: xdist's default
-# order, most tests first, started the one-test site build last and left a worker idle
-# for two minutes at the end. pyproject's addopts pass --no-loadscope-reorder to keep this.
+# The files of longest run time first (worker seconds of one run, docs/decisions/
+# test-suite-speed.md), so that with `--dist loadfile` the two workers finish together:
+# xdist's default order, most tests first, started the one-test site build last and left a
+# worker idle for two minutes at the end. pyproject's addopts pass --no-loadscope-reorder
+# to keep this.
 # Paths are relative to tests/ (tests/project/test_test_tree.py checks that each exists).
 TESTS = os.path.dirname(os.path.abspath(__file__))
 LONGEST_FIRST = ("project/test_docs.py", "sweep/test_sweep.py", "models/test_layouts.py",

@@ -16,7 +16,7 @@ The defaults:
 - even pairs: two heads, first/last markers, the *last token* as query. With the
   CLS query one head cannot express first = last: the sign of f is the sign of a
   softmax numerator that is additive in the first and the last token
-  (BUILD_NOTES.md). Two CLS heads can, but SGD did not find it in 2000 steps.
+  (docs/decisions/layouts-and-ties.md). Two CLS heads can, but SGD did not find it in 2000 steps.
 - ICL bigram: last-token query on current ⊕ previous one-hot features, k logits.
 
 Lengths. max_len None is the smallest N with P(n > N) <= 1e-3 under the task's
@@ -47,7 +47,7 @@ Exact rows (`exact`). Occurrence, OR and AND also get rows computed by exact
 population gradient descent on the direct (α, β) model from θ0 = 0, with the same
 plans, phase fractions, T and grids (experiments/table1_exact.py): no seeds. Even
 pairs has them too, by the transfer route: its 39 candidates at T = 2000 take 45 s on this
-2-core CPU (BUILD_NOTES.md).
+2-core CPU (CHANGELOG.md, version 3).
 
 Phase lengths (`phase_fractions`): three_phase T/4 output, T/4 attention, T/2 output;
 attention_first T/2 attention, T/2 output; the others T.

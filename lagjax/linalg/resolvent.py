@@ -46,7 +46,7 @@ def diagonally_dominant_inverse(matrix):
   elimination without pivoting (stable there: no pivot is smaller than the margin of
   dominance). Trailing axes are batch axes, and the elimination is plain array operations
   along them: a batch of small systems never calls the batched LAPACK kernels, which on CPU
-  can deadlock XLA's thread pool (BUILD_NOTES.md, "A deadlock in batched LU"). The
+  can deadlock XLA's thread pool (docs/decisions/no-batched-lapack.md). The
   resolvent (I - qT)⁻¹ of the transfer route (§3d) is such a matrix; left_solve gives
   products with it their cheap derivative.
 

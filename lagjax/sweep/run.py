@@ -115,7 +115,7 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
     evaluator = make_evaluator(make_language(key.d), key, loss=loss, route=route,
                                num_records=num_records, max_risk=max_risk)
     # Step-by-step runs gain nothing from vectorizing on a CPU (measured: 0.3-0.8x of a
-    # loop, BUILD_NOTES.md), so there each device walks its configurations one by one.
+    # loop, docs/decisions/batching-on-cpu.md), so there devices walk them one by one.
     cpu_steps = evaluator.engine == "steps" and devices[0].platform == "cpu"
     run = chunked(evaluator.evaluate, 1 if cpu_steps else batch_size, devices)
     shape = min(chunk_size, -(-rows.size // unit) * unit)  # a small group is one small chunk

@@ -257,7 +257,7 @@ def test_unknown_plan_name():
   assert "three_phase" in str(error.value)  # the message lists the known plans
 
 
-# --- blind spots found by mutmut on lagjax/dynamics/plans.py (BUILD_NOTES "Mutation campaign")
+# --- blind spots found by mutmut on lagjax/dynamics/plans.py (docs/decisions/mutation-campaign.md)
 
 
 @pytest.mark.parametrize("build, num_etas", [

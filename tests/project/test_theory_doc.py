@@ -12,7 +12,7 @@ import re
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 THEORY = ROOT / "docs" / "theory.md"
 SCANNED_DIRS = ("lagjax", "experiments", "tests", "benchmarks", "docs")
-SCANNED_FILES = ("README.md", "BUILD_NOTES.md")
+SCANNED_FILES = ("README.md", "CHANGELOG.md")
 
 HEADING = re.compile(r"^#{2,4} (?:(\d+[a-z]?)\.|(Numerics)\b)", re.MULTILINE)
 ITEM = r"\d+[a-z]?(?:\s*[-–]\s*\d+)?"
