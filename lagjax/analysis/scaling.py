@@ -92,10 +92,11 @@ def make_joint_gd(lang: languages.Language, *, epsilon: float, max_steps: int,
   Returns:
     run(eta, cap=max_steps) -> Trajectory, jittable and vmappable over η; one compiled
     function serves every η and every cap <= max_steps. On the token groups (partition),
-    with params the last state evaluated and
-    steps, risk, alpha, beta: with `record`, t = 0…max_steps and R(θ_t), α_t, β_t (NaN
+    with params the last state evaluated, and:
+
+    - steps, risk, alpha, beta: with `record`, t = 0…max_steps and R(θ_t), α_t, β_t (NaN
       after the stop); without, the stop state alone (steps = (steps_run,));
-    summary: tau_eps, the first step t with R(θ_t) <= ε (-1 if none before the stop);
+    - summary: tau_eps, the first step t with R(θ_t) <= ε (-1 if none before the stop);
       steps_run, the last step whose state was evaluated (the run stops at τ_ε,
       divergence or the cap); final_risk, R there; margin, the attention margin
       min_{a∈L} α_a - max_{σ∉L} α_σ there (models.direct.attention_margin; < 0:

@@ -662,7 +662,9 @@ def attention_only(eta, steps: int, **phase_options) -> Plan:
   is exactly 0 (§4).
 
   Args:
-    eta, steps, **phase_options: η, T and the Phase fields, as for `output_only`.
+    eta: the step size η.
+    steps: T.
+    **phase_options: Phase fields (optimizer, objective).
 
   Returns:
     The one-phase Plan "attention_only".

@@ -267,14 +267,15 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
     A Trajectory (lagjax/dynamics/trajectory.py; a leading seed axis on every array when
     num_seeds is given) with per-token values (partition None), records every
     record_every steps and at T:
-    risk, alpha, beta (R,), (R, d), (R, d): the population risk by `route`, the attention
-      and output tables (direct.attention_vector, output_vector);
-    records: error (R,), the 0-1 error (exact by the threshold, lattice or automaton route,
-      or sampled on a fixed sample: info error_route), and margin (R,), the attention
-      margin min_{a∈L} α_a - max_{σ∉L} α_σ (L = the language's margin_letters(); NaN when
-      it has none);
-    summary: grid_covered, whether every Laplace evaluation had enough quadrature nodes;
-    info: route (of the risk records), error_route, tied (whether the run was simulated
+
+    - risk, alpha, beta (R,), (R, d), (R, d): the population risk by `route`, the
+      attention and output tables (direct.attention_vector, output_vector);
+    - records: error (R,), the 0-1 error (exact by the threshold, lattice or automaton
+      route, or sampled on a fixed sample: info error_route), and margin (R,), the
+      attention margin min_{a∈L} α_a - max_{σ∉L} α_σ (L = the language's
+      margin_letters(); NaN when it has none);
+    - summary: grid_covered, whether every Laplace evaluation had enough quadrature nodes;
+    - info: route (of the risk records), error_route, tied (whether the run was simulated
       on token groups, §3b).
 
   Example:

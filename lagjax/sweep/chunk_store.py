@@ -84,7 +84,26 @@ def _sync_folder(folder: str) -> None:
 
 def is_whole(path: str) -> bool:
   """Whether `path` is a complete .npz: it opens as a zip, holds at least one array, and
-  every member's checksum matches (a truncated or corrupted file is not whole)."""
+  every member's checksum matches (a truncated or corrupted file is not whole), so a chunk
+  cut short by a crash is recomputed on resume (docs/theory.md §5b).
+
+  Args:
+    path: a chunk file's path.
+
+  Returns:
+    True for a whole .npz; False for a missing, truncated or corrupted file.
+
+  Example:
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "chunk.npz")
+    >>> np.savez(path, risk=np.zeros(3))
+    >>> lj.sweep.chunk_store.is_whole(path)
+    True
+    >>> with open(path, "r+b") as f:
+    ...   _ = f.truncate(os.path.getsize(path) // 2)
+    >>> lj.sweep.chunk_store.is_whole(path)
+    False
+  """
   try:
     with zipfile.ZipFile(path) as archive:
       return bool(archive.namelist()) and archive.testzip() is None
