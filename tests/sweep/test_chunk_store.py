@@ -25,7 +25,7 @@ def test_chunk_store_reopens_an_existing_workdir(tmp_path):
   np.testing.assert_array_equal(again.load(0, 1)["rows"], np.arange(3))
 
 
-def test_chunk_store_failed_write_leaves_no_chunk(tmp_path, monkeypatch):
+def test_chunk_store_failed_write_leaves_no_chunk(tmp_path, monkeypatch, savez_that_dies):
   """A write that dies midway leaves no file at the chunk's path, so `has` is False and a
   resumed sweep recomputes the chunk instead of loading a partial file; a normal save then
   load round-trips."""
@@ -33,15 +33,8 @@ def test_chunk_store_failed_write_leaves_no_chunk(tmp_path, monkeypatch):
   arrays = {"rows": np.arange(5), "risk": np.linspace(0.0, 1.0, 5)}
   real_savez = np.savez
 
-  def dies_midway(file, *args, **kwargs):
-    if isinstance(file, (str, os.PathLike)):
-      with open(file, "wb") as handle:
-        handle.write(b"PK\x03\x04 partial")
-    else:  # an open file (the store writes through its own handle to fsync it)
-      file.write(b"PK\x03\x04 partial")
-    raise OSError("disk full (simulated)")
-
-  monkeypatch.setattr(np, "savez", dies_midway)
+  monkeypatch.setattr(np, "savez", savez_that_dies(b"PK\x03\x04 partial",
+                                                   "disk full (simulated)"))
   with pytest.raises(OSError, match="simulated"):
     store.save(3, 7, arrays)
   assert not store.has(3, 7)

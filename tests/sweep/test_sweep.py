@@ -467,8 +467,8 @@ def test_ctrl_c_during_a_chunk_write_waits_for_the_whole_file(tmp_path, monkeypa
   assert restored is signal.default_int_handler
 
 
-def test_chunk_write_restores_a_non_python_handler_and_leaves_no_temporary_file(tmp_path,
-                                                                                monkeypatch):
+def test_chunk_write_restores_a_non_python_handler_and_leaves_no_temporary_file(
+    tmp_path, monkeypatch, savez_that_dies):
   """signal.signal returns None when the SIGINT handler was not installed from Python;
   save_atomically restores SIG_DFL then (restoring None raised TypeError). A failed write
   removes its .tmp-<pid>.npz file (it used to stay in the chunks folder)."""
@@ -490,15 +490,7 @@ def test_chunk_write_restores_a_non_python_handler_and_leaves_no_temporary_file(
     real_signal(signal.SIGINT, original)
   monkeypatch.undo()
 
-  def failing_savez(file, **arrays):
-    if isinstance(file, (str, os.PathLike)):
-      with open(file, "wb") as partial:
-        partial.write(b"PK")
-    else:  # an open file (the store writes through its own handle to fsync it)
-      file.write(b"PK")
-    raise OSError("disk full")
-
-  monkeypatch.setattr(chunk_store.np, "savez", failing_savez)
+  monkeypatch.setattr(chunk_store.np, "savez", savez_that_dies(b"PK", "disk full"))
   with pytest.raises(OSError, match="disk full"):
     chunk_store.save_atomically(str(tmp_path / "other.npz"), {"x": np.arange(3)})
   assert sorted(os.listdir(tmp_path)) == ["chunk.npz"]
