@@ -17,6 +17,11 @@ every ``|1 - ηλ| < 1``. There, directions with λ <= NULL_RTOL·λ_max count a
 space of H: in exact arithmetic g has no component there, so the computed one is
 roundoff, and b/λ would turn it into garbage (NaN at a CLS score spread of 50).
 
+Under gradient flow (the flow form of an output phase: rate r, duration t) the same
+coordinates solve dz/dt = -rλ z + r b exactly, z(t) = e^{-rλt} z(0) + b (1 - e^{-rλt})/λ,
+through the same eigendecomposition (output_flow_solver), including t = ∞; it is GD's limit
+η → 0 at ηT = t.
+
 The risk at fixed α is evaluated as a sum of squares (quadratic_risk), >= 0 by
 construction, not as the expanded ½βᵀHβ - gᵀβ + ½, which cancels near zero risk.
 
@@ -140,6 +145,111 @@ def _output_gd_at(eigenvalues, basis, root, z0, drive, rate, steps):
       jnp.where(contracting, -jnp.expm1(exponent), 1.0 - power) / jnp.where(rate == 0, 1.0, rate))
   null = jnp.isinf(t) & (eigenvalues <= NULL_RTOL * eigenvalues[-1])  # (R, G)
   z = jnp.where(null, z0, power * z0 + jnp.where(drive == 0, 0.0, drive * geometric_sum))
+  return (z @ basis.T) / root
+
+
+def output_flow(hessian, target, sizes, beta0, rate, time):
+  """β(t) of the gradient flow dβ/dt = -r D^{-1}(Hβ - g) at fixed α: the flow form of an
+  output phase (rate r, duration t), solved exactly (docs/theory.md §5, the linear phase).
+
+  Args:
+    hessian: H (G, G).
+    target: g (G,).
+    sizes: group sizes k (G,) (1 for CLS), the metric D = diag(k).
+    beta0: β(0) (G,).
+    rate: the phase's rate r (>= 0), its step size η under GD.
+    time: the time t (>= 0, may be jnp.inf).
+
+  Returns:
+    β(t) (G,).
+
+  Example:
+    Two one-hot masses W, one per class: H = ½I, g = (½, -½), β* = (1, -1), and
+    β(t) = (1 - e^{-t/2}) β* at r = 1:
+
+    >>> H, g, sizes = 0.5 * jnp.eye(2), jnp.array([0.5, -0.5]), jnp.ones(2)
+    >>> output_flow = lj.dynamics.output_phase.output_flow
+    >>> np.round(np.asarray(output_flow(H, g, sizes, jnp.zeros(2), 1.0, 2 * np.log(2))),
+    ...          6).tolist()
+    [0.5, -0.5]
+    >>> np.round(np.asarray(output_flow(H, g, sizes, jnp.zeros(2), 1.0, jnp.inf)), 6).tolist()
+    [1.0, -1.0]
+  """
+  return output_flow_solver(hessian, target, sizes, beta0, rate)(jnp.asarray(time)[None])[0]
+
+
+def output_flow_path(hessian, target, sizes, beta0, rate, times):
+  """(β(t), R(β(t))) at every t of `times` (R,) from one eigendecomposition: the linear
+  phase's path and its risk (docs/theory.md §5, the linear phase).
+
+  Args:
+    hessian, target, sizes, beta0, rate: H, g, the group sizes, β(0) and r, as for
+      `output_flow_solver`.
+    times: (R,) times t >= 0 (may include jnp.inf).
+
+  Returns:
+    (β (R, G), R (R,)), the risk as the sum of squares of `quadratic_risk`.
+
+  Example:
+    >>> H, g, sizes = 0.5 * jnp.eye(2), jnp.array([0.5, -0.5]), jnp.ones(2)  # β* = (1, -1)
+    >>> beta, risk = lj.dynamics.output_phase.output_flow_path(
+    ...     H, g, sizes, jnp.zeros(2), 1.0, jnp.array([0.0, 2 * np.log(2), jnp.inf]))
+    >>> np.round(np.asarray(risk), 6).tolist()  # R = ½ e^{-t}
+    [0.5, 0.125, 0.0]
+  """
+  beta = output_flow_solver(hessian, target, sizes, beta0, rate)(times)
+  return beta, gram_risk(gram_factors(hessian, target), beta)
+
+
+def output_flow_solver(hessian, target, sizes, beta0, rate):
+  """times (R,) -> β(t) (R, G) of the linear phase dβ/dt = -r D^{-1}(Hβ - g), with the
+  eigendecomposition done once (docs/theory.md §5, the linear phase).
+
+  In z = Qᵀ D^{1/2} β (D^{-1/2} H D^{-1/2} = Q Λ Qᵀ, b = Qᵀ D^{-1/2} g) each coordinate
+  solves dz/dt = -rλ z + r b alone::
+
+    z(t) = e^{-rλt} z(0) + r b E_t(λ),   E_t(λ) = (1 - e^{-rλt})/(rλ) = -expm1(-rλt)/(rλ),
+
+  E_t = t at rλ = 0, so β(t) = β* + D^{-1/2} Q e^{-rΛt} Qᵀ D^{1/2} (β(0) - β*) on the range
+  of H. Directions with λ <= NULL_RTOL·λ_max are H's null space, where g has no component in
+  exact arithmetic: they stay at z(0) for every t (no drift of roundoff times t), and
+  t = ∞ gives the minimizer closest to β(0) in the metric D. The same eigendecomposition as
+  `output_gd_solver`; this is its limit η → 0 at ηT = t (the GD ↔ flow correspondence).
+
+  Args:
+    hessian: H (G, G).
+    target: g (G,).
+    sizes: group sizes k (G,) (1 for CLS).
+    beta0: β(0) (G,).
+    rate: r (>= 0).
+
+  Returns:
+    A function times (R,) -> (R, G) β(t), jittable.
+
+  Example:
+    >>> H, g, sizes = 0.5 * jnp.eye(2), jnp.array([0.5, -0.5]), jnp.ones(2)  # β* = (1, -1)
+    >>> solver = lj.dynamics.output_phase.output_flow_solver(H, g, sizes, jnp.zeros(2), 2.0)
+    >>> np.round(np.asarray(solver(jnp.array([np.log(4.0)]))), 6).tolist()  # 1 - e^{-rt/2}
+    [[0.75, -0.75]]
+  """
+  root = jnp.sqrt(sizes)
+  eigenvalues, basis = linalg.symmetric_eigh(hessian / root[:, None] / root[None, :])
+  eigenvalues = jnp.maximum(eigenvalues, 0.0)
+  null = eigenvalues <= NULL_RTOL * eigenvalues[-1]                 # (G,): includes H = 0
+  z0 = basis.T @ (root * beta0)
+  drive = jnp.where(null, 0.0, rate * (basis.T @ (target / root)))  # r b, 0 on the null space
+  return functools.partial(_output_flow_at, basis, root, z0, drive,
+                           jnp.where(null, 0.0, rate * eigenvalues))
+
+
+def _output_flow_at(basis, root, z0, drive, decay, times):
+  """β(t) = D^{-1/2} Q z(t) for every t in times (R,) (see output_flow_solver)."""
+  t = jnp.asarray(times, dtype=jnp.float64)[:, None]               # (R, 1)
+  still = decay == 0                                                # rλ = 0: z stays (drive 0)
+  exponent = jnp.where(still, 0.0, -decay * t)                      # no ∞·0
+  # E_t = -expm1(-rλt)/(rλ): full precision for small rλt, 1/(rλ) at t = ∞.
+  relaxed = jnp.where(still, 0.0, -jnp.expm1(exponent) / jnp.where(still, 1.0, decay))
+  z = jnp.exp(exponent) * z0 + drive * relaxed
   return (z @ basis.T) / root
 
 
