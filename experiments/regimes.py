@@ -65,12 +65,11 @@ REGIME_LANGUAGES = ("occurrence", "any_of")
 def validate(config) -> np.ndarray:
   """Checks every field before any compute; returns the d grid."""
   if config.language in lj.languages.LANGUAGES and config.language not in REGIME_LANGUAGES:
-    known = sorted(lj.languages.LANGUAGES)
     raise ValueError(
-        f"config.language must be one of {REGIME_LANGUAGES}: the exact regime laws "
-        f"(docs/theory.md §8) need one invariant Δ, which these families have; got "
-        f"{config.language!r}. Every registered language ({', '.join(known)}) runs in "
-        f"experiments.sweep, e.g. --config.language=even_pairs --config.d_list='(2,)'.")
+        f"config.language must be one of {REGIME_LANGUAGES} (the occurrence family, whose "
+        f"regime laws are one coordinate Δ, docs/theory.md §8), a file or a factory that builds "
+        f"one of them; got {config.language!r}: {regimes.SWEEP_ROUTE} "
+        f"--config.language={config.language}.")
   common.config_length(config)
   lj.validation.check_risk_threshold("config.eps (ε)", config.eps)
   lj.validation.check_positive("config.eta3", config.eta3)
@@ -97,7 +96,9 @@ def validate(config) -> np.ndarray:
   lj.validation.check_real("config.kqv.eta2_max", kqv.eta2_max, minimum=kqv.eta2_min, strict=True)
   ds = d_values(config)
   try:
-    language(config, int(ds[0]))   # the language and its length law build
+    # The language and its length law build, and the regimes cover it (a file or a factory
+    # can give any language).
+    regimes.check_language(language(config, int(ds[0])), config.language)
   except ValueError as error:
     raise ValueError(f"config.language: {error}") from None
   return ds

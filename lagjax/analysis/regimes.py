@@ -374,10 +374,54 @@ def _problem(lang: languages.Language, cls: bool, tied: bool = True):
   return _Static(grid, letter, other), problem
 
 
-def _check_inputs(lang, eps, eta3, steps, loss, cls):
+def check_language(lang, spec: str | None = None) -> languages.Language:
+  """`lang` if the exact regimes cover it, else one plain ValueError line (docs/theory.md §8).
+
+  The regime laws come from the attention moments of a language whose label depends only on
+  which letters occur (the occurrence family: occurrence, any_of, all_of; the languages with
+  PresenceLabels). A language decided by an automaton (parity, even pairs, a JSON file)
+  has no regime law here; the line names it and says what to do instead: map its step sizes
+  with the grid sweep, or train it with lj.train.
+
+  Args:
+    lang: the language to check.
+    spec: the language's spec string (lj.languages.from_spec), shown in the sweep command
+      the error suggests; None shows a placeholder.
+
+  Returns:
+    lang, unchanged.
+
+  Raises:
+    ValueError: for a language outside the regimes' reach, or an object that is not an
+      lj.Language.
+
+  Example:
+    >>> lj.regimes.check_language(lj.occurrence(4)).describe()
+    'occurrence(d=4, letters=(0,))'
+    >>> import textwrap
+    >>> try:
+    ...   lj.regimes.check_language(lj.data.regular_builtins.parity())
+    ... except ValueError as error:
+    ...   print(textwrap.fill(str(error), 90))
+    lj.regimes covers only languages whose label depends only on which letters occur
+    (occurrence, any_of, all_of); parity(d=2, states=2) is not one, so it has no regime law
+    yet: map it with the grid sweep instead: python -m experiments.sweep --config
+    experiments/configs/sweep.py --config.language=<its spec>, or train it with lj.train.
+  """
   if not isinstance(lang, languages.Language):
     raise ValueError(f"lj.regimes needs an occurrence-family lj.Language (the closed form's "
                      f"reach); got {type(lang).__name__}: {SWEEP_ROUTE}, or lj.train.")
+  if not isinstance(lang, languages.PresenceLabels):
+    raise ValueError(f"lj.regimes covers only languages whose label depends only on which "
+                     f"letters occur (occurrence, any_of, all_of); {lang.describe()} is not one, "
+                     f"so it has no regime law yet: {SWEEP_ROUTE} --config.language="
+                     f"{spec or '<its spec>'}, "
+                     f"or train it with lj.train.")
+  return lang
+
+
+def _check_inputs(lang, eps, eta3, steps, loss, cls):
+  check_language(lang)
   if loss != "squared":
     raise ValueError(f"lj.regimes needs loss='squared' (output phases are least squares in "
                      f"closed form only then); got loss={loss!r}: {SWEEP_ROUTE}.")
@@ -534,6 +578,7 @@ def limit_risk(lang: languages.Language) -> Callable:
     [0.196587, 0.0]
   """
   validation.require_float64("lj.regimes.limit_risk")
+  check_language(lang)
   static, problem = _problem(lang, False, tied=False)
 
   def fn(alpha):
@@ -622,4 +667,5 @@ def of_plan(plan: str, lang: languages.Language, eps: float, **options) -> Regim
   return REGIMES[plan](lang, eps, **options)
 
 
-__all__ = ["REGIMES", "Regime", "kqv_attention_step", "limit_risk", "of_plan", "three_phase_regime"]
+__all__ = ["REGIMES", "Regime", "check_language", "kqv_attention_step", "limit_risk", "of_plan",
+           "three_phase_regime"]

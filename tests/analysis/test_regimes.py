@@ -220,6 +220,32 @@ def test_outside_reach_names_the_route(call, match):
     call()
 
 
+@pytest.mark.parametrize("lang", [
+    lj.data.regular_builtins.parity(),
+    lj.regular([[0, 1], [0, 1]], [1], name="ends_in_one"),       # a user's automaton
+    lj.data.regular_builtins.occurrence_automaton(4),             # presence, as an automaton
+], ids=lambda lang: lang.describe())
+@pytest.mark.parametrize("call", ["three_phase_regime", "limit_risk"])
+def test_a_language_out_of_reach_gets_one_plain_line(lang, call):
+  """Issue 34: a language whose label is not the presence of letters used to fail deep in the
+  moments ("PresenceLabels", "the traced problem"). Every entry point now refuses it first, in
+  one line naming the language, what the regimes cover, and what to do instead."""
+  with pytest.raises(ValueError) as error:
+    if call == "limit_risk":
+      regimes.limit_risk(lang)
+    else:
+      regimes.three_phase_regime(lang, EPS)
+  message = str(error.value)
+  assert message == (
+      "lj.regimes covers only languages whose label depends only on which letters occur "
+      f"(occurrence, any_of, all_of); {lang.describe()} is not one, so it has no regime law "
+      "yet: map it with the grid sweep instead: python -m experiments.sweep --config "
+      "experiments/configs/sweep.py --config.language=<its spec>, or train it with lj.train.")
+  with pytest.raises(ValueError, match=r"--config\.language=parity, or train it"):
+    regimes.check_language(lj.data.regular_builtins.parity(), "parity")
+  assert regimes.check_language(lj.occurrence(4)).d == 4   # in reach: returned as given
+
+
 def expected_floor(lang, mean_inverse_length):
   """Output-only floor at α = 0 (uniform attention) from docs/theory.md §4: f = β_σ +
   (β_a - β_σ) x with x = c_a/n, E[x] = π, E[x y] = π, Var x = π(1-π)E[1/n], so least squares

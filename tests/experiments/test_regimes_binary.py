@@ -1,6 +1,7 @@
 """Smoke and bad-input tests of experiments.regimes (a subprocess each, as a user runs it)."""
 
 import csv
+import os
 import pathlib
 import subprocess
 import sys
@@ -45,3 +46,28 @@ def test_bad_config_names_the_field(tmp_path, override, field):
   result = run(override, workdir=tmp_path)
   assert result.returncode != 0 and field in result.stderr, result.stderr[-1000:]
   assert not (tmp_path / "regimes.csv").exists()
+
+
+def test_a_factory_language_out_of_reach_is_one_line_before_compute(tmp_path):
+  """A factory (or file) can give any language; one the regimes do not cover (here: letter 0
+  occurs twice, a count, by an automaton) is refused at validation in the library's one plain
+  line, with the spec in the suggested sweep command (issue 34: it failed mid-run naming
+  PresenceLabels)."""
+  (tmp_path / "my_regime_languages.py").write_text(
+      "import lagjax as lj\n\n"
+      "def zero_twice(d, length=None):\n"
+      "  table = [[min(q + 1, 2)] + [q] * (d - 1) for q in range(3)]\n"
+      "  return lj.regular(table, [2], length=length, name='zero_twice')\n")
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
+  result = subprocess.run([sys.executable, "-m", "experiments.regimes", "--config",
+                           "experiments/configs/regimes.py", f"--workdir={tmp_path / 'out'}",
+                           "--config.language=my_regime_languages:zero_twice"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert (result.stdout + result.stderr).strip() == (
+      "regimes.py: error: config.language: lj.regimes covers only languages whose label "
+      "depends only on which letters occur (occurrence, any_of, all_of); "
+      "zero_twice(d=8, states=3) is not one, so it has no regime law yet: map it with the "
+      "grid sweep instead: python -m experiments.sweep --config experiments/configs/sweep.py "
+      "--config.language=my_regime_languages:zero_twice, or train it with lj.train.")
+  assert not (tmp_path / "out" / "regimes.csv").exists()
