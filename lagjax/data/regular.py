@@ -397,9 +397,17 @@ def _one_class_everywhere(automaton, pi) -> bool:
   return bool(labels.all() or not labels.any())
 
 
+# Where the advice leads to a language with two unequal classes: the class-weighted risk.
+# Never offered for a one-class language: no weight turns one class into two.
+CLASS_WEIGHTS_ADVICE = ('then lj.risk_fn(lang, class_weights="balanced") weights its two '
+                        'classes equally (the transfer route\'s class-balanced risk, '
+                        'docs/theory.md §3d)')
+
+
 def _one_class_advice(automaton, pi, name: str) -> str:
   """What to do about a language with one class under the given length law: another length
-  law when one exists, else a statement that there is no classification risk to learn."""
+  law when one exists (and the class-weighted risk for the unequal classes it gives), else a
+  statement that there is no classification risk to learn."""
   if _one_class_everywhere(automaton, pi):
     return (f"{name} is one class under every length law (a classification risk needs both "
             "labels), so change the automaton's accepting states or π.")
@@ -407,18 +415,20 @@ def _one_class_advice(automaton, pi, name: str) -> str:
   if _one_class(rate):  # both labels occur, but only at lengths the default law barely reaches
     return "pass a length law that puts more mass on the lengths where both labels occur."
   return (f"pass another length law, e.g. length={DEFAULT_UNBALANCED_LENGTH} (the default of "
-          f"balance=False), which gives P(y = +1) = {rate:.4g}.")
+          f"balance=False), which gives P(y = +1) = {rate:.4g}; {CLASS_WEIGHTS_ADVICE}.")
 
 
 def _unbalanced_advice(automaton, pi, name: str) -> str:
   """What to do when no geometric law balances the language. balance=False is advised only
-  when it works, i.e. when its default law gives two classes; lagjax has no class-weighted
-  risk, so an unbalanced language is learned, and its risk reported, as it is."""
+  when it works, i.e. when its default law gives two classes; the unequal classes it gives
+  can then be weighted equally by the class-balanced risk (CLASS_WEIGHTS_ADVICE), which is
+  offered only then."""
   rate = acceptance_probability(automaton, np.asarray(pi), DEFAULT_UNBALANCED_LENGTH)
   if _one_class_everywhere(automaton, pi) or _one_class(rate):
     return _one_class_advice(automaton, pi, name)
   return (f"Pass balance=False (the default length {DEFAULT_UNBALANCED_LENGTH} gives "
-          f"P(y = +1) = {rate:.4g}, unbalanced) or a length law of your own.")
+          f"P(y = +1) = {rate:.4g}, unbalanced) or a length law of your own; "
+          f"{CLASS_WEIGHTS_ADVICE}.")
 
 
 def balanced_geometric(automaton, pi, name: str = "the language") -> Geometric:

@@ -402,22 +402,43 @@ ONE_CLASS = {  # automata whose every string of length >= 1 has one label
 def test_one_class_advice_never_loops(name, balance):
   """Issue 34: a one-class automaton's message used to advise balance=False, which then
   failed with 'one class only'. Whatever the setting, the message now says the language is
-  one class under every length law and recommends no setting of regular() at all."""
+  one class under every length law and recommends no setting of regular() at all, nor the
+  class-weighted risk (no weight turns one class into two)."""
   with pytest.raises(ValueError) as error:
     regular.regular(**ONE_CLASS[name], balance=balance)
   message = str(error.value)
   assert "one class under every length law" in message and "\n" not in message
   assert "balance=False" not in message and "length=" not in message
+  assert "class_weights" not in message
+
+
+def test_a_law_that_barely_reaches_both_labels_is_not_weighted():
+  """Both labels occur, but only at lengths the default law of balance=False barely reaches
+  (here: 1 iff the string is at least 400 long, P = 0.9³⁹⁹ < 1e-18 under Geometric(0.1)):
+  the message asks for another length law and offers no class weights, which cannot help a
+  language that is one class in practice."""
+  table = [[q + 1, q + 1] for q in range(400)] + [[400, 400]]
+  with pytest.raises(ValueError) as error:
+    regular.regular(table, [400], length=lj.fixed(3))
+  message = str(error.value)
+  assert message.endswith("pass a length law that puts more mass on the lengths where both "
+                          "labels occur.")
+  assert "class_weights" not in message and "\n" not in message
 
 
 def _advice_is_followed(message, kwargs):
-  """Follows a message's advice when it names a setting; returns the language built."""
+  """Follows a message's advice literally: the setting of regular() it names, then the risk
+  call it names, copied from the message and evaluated with `lang` bound to the language
+  built. Returns (the language, the Route or None when no risk call is advised)."""
   if "Pass balance=False" in message:
-    return regular.regular(**kwargs, balance=False)
-  advised = re.search(r"length=(Geometric\(p=[0-9.]+\))", message)
-  assert advised, message
-  p = float(re.search(r"p=([0-9.]+)", advised.group(1)).group(1))
-  return regular.regular(**{**kwargs, "length": lj.geometric(p)})
+    lang = regular.regular(**kwargs, balance=False)
+  else:
+    advised = re.search(r"length=(Geometric\(p=[0-9.]+\))", message)
+    assert advised, message
+    p = float(re.search(r"p=([0-9.]+)", advised.group(1)).group(1))
+    lang = regular.regular(**{**kwargs, "length": lj.geometric(p)})
+  call = re.search(r"lj\.risk_fn\(lang, [^)]*\)", message)
+  return lang, (eval(call.group(0), {"lj": lj, "lang": lang}) if call else None)  # noqa: S307
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -426,11 +447,25 @@ def _advice_is_followed(message, kwargs):
 ])
 def test_advised_setting_works(kwargs):
   """When a language has two classes under some length law, the message names a setting,
-  and following it builds the language with two classes."""
+  and following it builds the language with two classes; it then names the class-weighted
+  risk, and the call copied from the message builds it: at α = 0 and β ≡ b, f ≡ b, so the
+  balanced risk ½·½(b - 1)² + ½·½(b + 1)² = ½(b² + 1) whatever P(y = +1), where the
+  population risk is ½(b² - 2b E y + 1) (docs/theory.md §3d)."""
   with pytest.raises(ValueError) as error:
     regular.regular(**kwargs)
-  lang = _advice_is_followed(str(error.value), {k: v for k, v in kwargs.items() if k != "length"})
-  assert 0 < lang.positive_rate() < 1
+  lang, route = _advice_is_followed(str(error.value),
+                                    {k: v for k, v in kwargs.items() if k != "length"})
+  positive = lang.positive_rate()
+  assert 0 < positive < 1 and abs(positive - 0.5) > 0.1       # two classes, far from equal
+  assert route is not None, str(error.value)
+  b = 0.7
+  theta = {"alpha": jax.numpy.zeros(lang.d), "beta": jax.numpy.full(lang.d, b)}
+  balanced, gradient = jax.value_and_grad(route.risk)(theta)
+  population = lj.risk_fn(lang).risk(theta)
+  np.testing.assert_allclose(float(balanced), 0.5 * (b**2 + 1), rtol=1e-12)
+  np.testing.assert_allclose(float(population), 0.5 * (b**2 - 2 * b * (2 * positive - 1) + 1),
+                             rtol=1e-12)
+  assert np.all(np.isfinite(np.asarray(gradient["beta"])))    # a training objective
 
 
 BALANCE_CASES = [rb.parity(), rb.even_pairs(), rb.contains((0, 1)), rb.dyck(3),
