@@ -7,7 +7,8 @@ each: Laplace (§3a, laplace.py), lattice (§3b, lattice.py), sampled (§3c, sam
 transfer (§3d, transfer.py), and the 0-1 error routes threshold (§3b, threshold.py) and
 automaton (§3d, automaton_error.py). Their shared pieces: the quadrature in x = log t
 (quadrature.py), the automaton's arrays (automaton.py) and the layout's entry table
-(entries.py). `risk_fn` builds a route once and returns a `Route` whose `risk(params)` is
+(entries.py). coverage.py holds the coverage rule of the quadrature and the one way a
+consumer re-sizes its grid. `risk_fn` builds a route once and returns a `Route` whose `risk(params)` is
 jittable and differentiable; `population_risk`, `exact_error`, `error_rate` and
 `sampled_risk` (evaluate.py) are the eager conveniences; moments.py gives the moments (H, g)
 and error.py the 0-1 error of records. erf_gaussian.py is the exact risk of the erf model
@@ -20,6 +21,7 @@ from lagjax.risk import (
     automaton,
     automaton_error,
     base,
+    coverage,
     entries,
     erf_gaussian,
     error,
@@ -51,7 +53,7 @@ from lagjax.risk.registry import (
 )
 
 __all__ = ["LOSSES", "QUANTITIES", "ROUTES", "RiskResult", "Route", "RouteSpec", "automaton",
-           "automaton_error", "base", "entries", "erf_gaussian", "error", "error_rate",
+           "automaton_error", "base", "coverage", "entries", "erf_gaussian", "error", "error_rate",
            "evaluate", "exact_error", "first_supporting", "laplace", "lattice", "moments",
            "names", "population_risk", "quadrature", "register", "registry", "resolve_route",
            "risk_fn", "sampled", "sampled_risk", "threshold", "transfer"]

@@ -19,7 +19,7 @@ from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
-from lagjax.risk import quadrature, registry
+from lagjax.risk import coverage, registry
 from lagjax.risk.base import get_loss
 
 
@@ -83,7 +83,10 @@ def _result(report: dict, name: str, theta) -> RiskResult:
   """The RiskResult of a report; a risk that is not finite in float64 although θ is says
   so in details["overflow"], naming the parameter with the largest magnitude."""
   value = report.pop("risk")
-  if not math.isfinite(value):
+  if not report.get("grid_covered", True):
+    # population_risk sizes the grid to θ, so only scores beyond any exact grid get here.
+    report["grid"] = coverage.describe(report["grid_points_needed"])
+  elif not math.isfinite(value):
     key, size = max(((k, float(np.max(np.abs(np.asarray(v))))) for k, v in theta.items()),
                     key=lambda item: item[1])
     report["overflow"] = (f"the risk overflows float64: {key} reaches |value| {size:.3g}; "
@@ -143,12 +146,11 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
     return _result(report, name, theta)
   if spec.quadrature:
     # The grid holds the windows θ's score clusters need, rounded up to a power of two
-    # (at most 1 + log2(windows) grid sizes, hence compilations, serve every θ).
-    width = quadrature.window_width(lang)
-    clusters = math.ceil(quadrature.points_needed(lang, grouped) / width)
-    windows = quadrature.num_windows(partition.num_groups, layout)
-    clusters = min(1 << (clusters - 1).bit_length(), windows)
-    options = (("num_points", width * clusters),)
+    # (coverage.ladder: at most 1 + log2(windows) grid sizes, hence compilations, serve
+    # every θ). Scores beyond any exact grid get the largest, and a NaN risk.
+    windows = coverage.windows(partition.num_groups, layout)
+    size = coverage.size_covering(lang, coverage.needed(lang, grouped), windows)
+    options = (("num_points", size or coverage.ladder(lang, windows)[-1]),)
   else:
     options = (("tol", tol),)
   report = _as_floats(_cached_report(lang, partition, loss, spec, layout, options)(grouped))

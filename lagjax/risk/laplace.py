@@ -64,8 +64,10 @@ class LaplaceRoute(base.RouteSpec):
 
     Returns:
       A Route whose risk takes "alpha" and "beta" of shape (G,) [and "alpha_cls",
-      "beta_cls"]. report(params)["grid_covered"] is False if the score clusters need more
-      nodes than the grid holds; `lj.population_risk` sizes the grid so that never happens.
+      "beta_cls"]. Where the score clusters need more nodes than the grid holds,
+      report(params)["grid_covered"] is False and the risk, its gradient and the moments
+      are NaN (never a finite wrong number); `lj.population_risk` sizes the grid so that
+      never happens, and lagjax/risk/coverage.py re-sizes it for the long-running consumers.
 
     Example:
       On the two token groups {a} and the rest of occurrence, with β ≡ b constant, f ≡ b
@@ -122,8 +124,10 @@ class LaplaceRoute(base.RouteSpec):
         first = cls_kernel1 * cls_beta * g0 + cls_decay * first
         second = (cls_kernel2 * cls_beta**2 * g0[0] + 2 * cls_beta * cls_kernel1 * g1[0] * m1[0]
                   + cls_decay * second)
-      mean_yf = coefs @ (first @ x_weights)
-      mean_f2 = second @ x_weights
+      # NaN outside the grid's coverage, value and gradient (docs/theory.md §3a).
+      covered = quadrature_lib.nan_unless_covered(needed, num_points)
+      mean_yf = coefs @ (first @ x_weights) * covered
+      mean_f2 = second @ x_weights * covered
       return mean_yf, mean_f2, needed
 
     def risk(params):
@@ -160,7 +164,8 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
     num_points: static number of quadrature nodes; None for quadrature.default_num_points.
 
   Returns:
-    fn(params) -> (H, g), reading only params["alpha"] (and "alpha_cls").
+    fn(params) -> (H, g), reading only params["alpha"] (and "alpha_cls"); NaN where the
+    grid does not cover α.
 
   Example:
     At α = 0 on occurrence's token groups, W = (c_a/n, 1 - c_a/n), so g = (1/d, -1/d) and,
@@ -215,7 +220,7 @@ def group_moments(alpha, masses, coefs, law, *, cls: bool, step: float, left: fl
     num_points: the static number of quadrature nodes.
 
   Returns:
-    (H (G[+1], G[+1]), g (G[+1],)).
+    (H (G[+1], G[+1]), g (G[+1],)); NaN where the num_points grid does not cover α.
 
   Example:
     At α = 0, W_g = C_g/n, so the rows of H sum to E W_g = π_g:
@@ -233,8 +238,8 @@ def group_moments(alpha, masses, coefs, law, *, cls: bool, step: float, left: fl
     >>> np.round(np.asarray(H.sum(1)), 6).tolist()
     [0.25, 0.75]
   """
-  x_weights, decay, kernel1, kernel2, _ = quadrature_lib.kernels(alpha, step, left, width,
-                                                                 num_points)
+  x_weights, decay, kernel1, kernel2, needed = quadrature_lib.kernels(alpha, step, left, width,
+                                                                      num_points)
   decay, kernel1, kernel2 = decay.T, kernel1.T, kernel2.T
   groups = masses.shape[1]
   m0 = decay[:, :groups] @ masses.T                          # (N, K)
@@ -254,7 +259,9 @@ def group_moments(alpha, masses, coefs, law, *, cls: bool, step: float, left: fl
     hessian = jnp.block([[hessian, cross[:, None]], [cross[None, :], corner[None, None]]])
     cls_column = (x_weights * cls_kernel1) @ law.pgf(m0)
     per_support = jnp.concatenate([per_support, cls_column[:, None]], axis=1)
-  return hessian, coefs @ per_support
+  # NaN outside the grid's coverage, value and gradient (docs/theory.md §3a).
+  covered = quadrature_lib.nan_unless_covered(needed, num_points)
+  return hessian * covered, coefs @ per_support * covered
 
 
 __all__ = ["LaplaceRoute", "attention_moments", "group_moments"]

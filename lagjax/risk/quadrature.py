@@ -29,6 +29,9 @@ from lagjax.risk import entries
 STEP = 0.25
 RIGHT = 4.5
 MAX_CLUSTERS = 2
+# Lattice indices x/h stay below this, so every node and every start is an exact float64
+# integer (2^53 is the limit); a score spread beyond ≈ 2^52 h nats has no exact grid.
+MAX_INDEX = 2.0 ** 52
 
 
 def window_left(lang: languages.Language) -> float:
@@ -88,7 +91,9 @@ def merged_windows(centers, step: float, left: float, width: int, num_points: in
 
   Returns:
     x (num_points,), weights (num_points,) (zero on unused slots) and the number
-    of lattice points the union needs (covered iff <= num_points).
+    of lattice points the union needs (covered iff <= num_points); inf where a
+    window lies beyond MAX_INDEX lattice steps (a score spread of ≈ 1e15 nats or a
+    non-finite score), where no grid is exact.
 
   Example:
     Two windows of 4 points, [-2, 1] and [8, 11], in 10 slots:
@@ -111,7 +116,10 @@ def merged_windows(centers, step: float, left: float, width: int, num_points: in
                        starts.shape[0] - 1)
   first_new = starts[window] + width - new[window]
   index = first_new + slot - (cumulative[window] - new[window])
-  needed = cumulative[-1]
+  # Beyond MAX_INDEX the nodes are no longer exact lattice points (the ±1e300-score case
+  # once gave a finite wrong risk): no grid covers such scores.
+  exact = starts[-1] + width < MAX_INDEX
+  needed = jnp.where(exact, cumulative[-1], jnp.inf)
   weights = jnp.where(slot < needed, step, 0.0)
   return step * index, weights, needed
 
@@ -160,6 +168,30 @@ def kernels(alpha, step, left, width, num_points):
   decay = jnp.exp(-e_s)
   kernel1 = e_s * decay
   return x_weights, decay, kernel1, e_s * kernel1, needed
+
+
+def nan_unless_covered(needed, num_points: int):
+  """1.0 where the grid of num_points nodes covers θ (needed <= num_points), NaN elsewhere:
+  the factor by which every quadrature route multiplies what it returns (docs/theory.md §3a).
+
+  A product, not a select, so the value and every derivative of a route outside its grid
+  are NaN (never a finite wrong number), and inside it the route is unchanged (x·1 = x).
+
+  Args:
+    needed: the lattice points θ needs (merged_windows), a traced scalar.
+    num_points: the grid's static number of nodes.
+
+  Returns:
+    A float scalar, 1.0 or NaN.
+
+  Example:
+    >>> cover = lj.risk.quadrature.nan_unless_covered
+    >>> float(cover(jnp.array(300.0), 352)), float(cover(jnp.array(400.0), 352))
+    (1.0, nan)
+    >>> float(jax.grad(lambda v: v * cover(jnp.array(400.0), 352))(2.0))
+    nan
+  """
+  return jnp.where(needed <= num_points, 1.0, jnp.nan)
 
 
 def default_num_points(windows: int, width: int, max_clusters: int | None = None) -> int:
@@ -215,7 +247,7 @@ def points_needed(lang: languages.Language, params, step: float = STEP) -> int:
     step: the lattice step h.
 
   Returns:
-    The number of points, an int.
+    The number of points, an int; math.inf where no grid is exact (merged_windows).
 
   Example:
     Equal scores share one window; scores 100 apart need two, and so does a first-position
@@ -233,12 +265,16 @@ def points_needed(lang: languages.Language, params, step: float = STEP) -> int:
     >>> params["alpha_first"] = jnp.array([-100.0, -100.0])
     >>> lj.risk.quadrature.points_needed(pairs, params)
     362
+    >>> lj.risk.quadrature.points_needed(lang, np.array([1e300, -1e300]))
+    inf
   """
   scores = entries.entry_table(params)[0] if isinstance(params, dict) else params
   left, width = window_left(lang), window_width(lang, step)
-  return max(int(merged_windows(jnp.asarray(row.max() - row), step, left, width, 1)[2])
-             for row in np.atleast_2d(np.asarray(scores)))
+  needed = max(float(merged_windows(jnp.asarray(row.max() - row), step, left, width, 1)[2])
+               for row in np.atleast_2d(np.asarray(scores)))
+  return int(needed) if math.isfinite(needed) else math.inf
 
 
-__all__ = ["MAX_CLUSTERS", "RIGHT", "STEP", "default_num_points", "kernels", "merged_windows",
-           "num_windows", "points_needed", "window_left", "window_width"]
+__all__ = ["MAX_CLUSTERS", "MAX_INDEX", "RIGHT", "STEP", "default_num_points", "kernels",
+           "merged_windows", "nan_unless_covered", "num_windows", "points_needed", "window_left",
+           "window_width"]

@@ -119,7 +119,8 @@ def moments(params, automaton: automaton_lib.Automaton, law, *, step: float, lef
 
   Returns:
     ((E[1{acc} f], E f), (E[1{acc} f²], E f²), lattice points needed, whether the
-    num_points grid covers them).
+    num_points grid covers them); the moments are NaN (value and gradient) where it does
+    not.
 
   Example:
     With β ≡ b constant, f ≡ b whatever α is: E f = b, E[1{acc} f] = b P(y = +1), and
@@ -204,7 +205,9 @@ def moments(params, automaton: automaton_lib.Automaton, law, *, step: float, lef
 
   mean_f, mean_f2, needed = jax.vmap(row_moments)(*entries.entry_table(params))
   needed = needed.max()
-  return mean_f.sum(0), mean_f2.sum(0), needed, needed <= points
+  # NaN outside the grid's coverage, value and gradient (docs/theory.md §3a, §3d).
+  covered = quadrature_lib.nan_unless_covered(needed, points)
+  return mean_f.sum(0) * covered, mean_f2.sum(0) * covered, needed, needed <= points
 
 
 def squared_risk_of(mean_f, mean_f2, weight_pos=1.0, weight_neg=1.0):
@@ -233,6 +236,52 @@ def squared_risk_of(mean_f, mean_f2, weight_pos=1.0, weight_neg=1.0):
   mean_yf = weight_pos * mean_f[0] - weight_neg * (mean_f[1] - mean_f[0])
   mean_f2 = weight_pos * mean_f2[0] + weight_neg * (mean_f2[1] - mean_f2[0])
   return base.squared_risk(mean_yf, mean_f2), mean_yf, mean_f2
+
+
+def report_fn(automaton: automaton_lib.Automaton, law, *, step: float, left: float, width: int,
+              num_points: int | None = None, max_clusters: int | None = None,
+              class_weights=(1.0, 1.0)):
+  """The transfer route's report on arrays: what TransferRoute.build returns, for an automaton
+  and a length law that may be traced (a consumer that vmaps over languages; §3d).
+
+  Args:
+    automaton: the language's Automaton on the params' token groups.
+    law: the length law (a pytree).
+    step: the lattice step h.
+    left: each window's left extent (at least quadrature.window_left of the language).
+    width: points per window, quadrature.window_width at that left.
+    num_points: the static number of nodes; None for the layout's windows.
+    max_clusters: windows the default grid holds (quadrature.default_num_points).
+    class_weights: (w(+1), w(-1)); (1, 1) for the population risk.
+
+  Returns:
+    report(params) -> {"risk", "mean_yf", "mean_f2", "grid_points_needed",
+    "grid_covered"}, the risk and moments NaN (value and gradient) where the grid does not
+    cover θ.
+
+  Example:
+    f ≡ ½ on even pairs: R = ½ (¼ - 2·½·0.1 + 1) (see squared_risk_of):
+
+    >>> pairs = lj.data.regular_builtins.even_pairs()
+    >>> automaton = lj.risk.automaton.automaton_arrays(pairs)
+    >>> left = lj.risk.quadrature.window_left(pairs)
+    >>> report = jax.jit(lj.risk.transfer.report_fn(
+    ...     automaton, pairs.length, step=0.25, left=left,
+    ...     width=lj.risk.quadrature.window_width(pairs, 0.25, left)))
+    >>> out = report({"alpha": jnp.array([1.0, -1.0]), "beta": jnp.array([0.5, 0.5])})
+    >>> round(float(out["risk"]), 6), bool(out["grid_covered"])
+    (0.575, True)
+  """
+  grid = dict(step=step, left=left, width=width, num_points=num_points,
+              max_clusters=max_clusters)
+
+  def report(params):
+    mean_f, mean_f2, needed, covered = moments(params, automaton, law, **grid)
+    risk, mean_yf, mean_f2 = squared_risk_of(mean_f, mean_f2, *class_weights)
+    return {"risk": risk, "mean_yf": mean_yf, "mean_f2": mean_f2,
+            "grid_points_needed": needed, "grid_covered": covered}
+
+  return report
 
 
 class TransferRoute(base.RouteSpec):
@@ -308,20 +357,15 @@ class TransferRoute(base.RouteSpec):
       weights = (1.0, 1.0)
     automaton = automaton_lib.automaton_arrays(lang, partition)
     left = quadrature_lib.window_left(lang) if left is None else left
-    grid = dict(step=step, left=left, width=quadrature_lib.window_width(lang, step, left),
-                num_points=num_points, max_clusters=max_clusters)
-
-    def report(params):
-      mean_f, mean_f2, needed, covered = moments(params, automaton, lang.length, **grid)
-      risk, mean_yf, mean_f2 = squared_risk_of(mean_f, mean_f2, *weights)
-      return {"risk": risk, "mean_yf": mean_yf, "mean_f2": mean_f2,
-              "grid_points_needed": needed, "grid_covered": covered}
+    report = report_fn(automaton, lang.length, step=step, left=left,
+                       width=quadrature_lib.window_width(lang, step, left),
+                       num_points=num_points, max_clusters=max_clusters,
+                       class_weights=weights)
 
     def risk(params):
       return report(params)["risk"]
 
     return base.Route(self.name, risk, report, partition)
-
 
 
   def attention_moments(self, lang, partition=None, *, cls: bool = False, **options):
@@ -378,5 +422,5 @@ def attention_moments(lang: languages.Language, partition: partition_lib.Partiti
   return moments
 
 
-__all__ = ["CLASS_WEIGHTS", "TransferRoute", "attention_moments", "moments",
+__all__ = ["CLASS_WEIGHTS", "TransferRoute", "attention_moments", "moments", "report_fn",
            "squared_risk_of"]
