@@ -34,7 +34,7 @@ from lagjax.data.sampling import sample_counts
 from lagjax.dynamics import plans, runner
 from lagjax.dynamics.trajectory import Trajectory
 from lagjax.models import direct, kqv
-from lagjax.risk import base
+from lagjax.risk import ROUTES, base, coverage, resolve_route
 from lagjax.risk import error as error_lib
 from lagjax.risk import risk_fn as build_route
 
@@ -90,7 +90,8 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                 partition: partition_lib.Partition, *, num_steps: int, loss="squared",
                 route="auto", layout: direct.Layout = direct.PLAIN, record_every: int = 1,
                 record_steps=None, max_risk: float = runner.MAX_VALUE,
-                error_samples: int = error_lib.ERROR_SAMPLES, kqv_form: bool = False):
+                error_samples: int = error_lib.ERROR_SAMPLES, kqv_form: bool = False,
+                num_points: int | None = None):
   """Builds run(theta0_grouped, key, data) -> Trajectory for one slot structure (not jitted).
 
   theta0_grouped holds one entry per group of `partition`; data is the plan's
@@ -115,6 +116,8 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
     max_risk: the divergence cap (§5).
     error_samples: strings in the fixed sample of the 0-1 error where no exact route fits.
     kqv_form: train the KQV weights instead of (α, β) (§2).
+    num_points: the static quadrature grid of a quadrature route (risk/coverage.py); None
+      for the route's default. Outside it the objective is NaN and the run stops there.
 
   Returns:
     run(theta0_grouped, key, data[, kqv_fixed]) -> Trajectory (as `train` returns it),
@@ -137,7 +140,14 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                      "tables) on count vectors; with the last-token query or position tables "
                      "use population objectives.")
   loss_fn = base.get_loss(loss)
-  population = build_route(lang, loss=loss, route=route, partition=partition, **layout._asdict())
+
+  def build(name):
+    """The route `name` on the run's grid (num_points, for a quadrature route)."""
+    chosen = resolve_route(lang, loss, name, layout)
+    return build_route(lang, loss=loss, route=chosen, partition=partition,
+                       **coverage.grid_options(chosen, num_points), **layout._asdict())
+
+  population = build(route)
   report = population.report
   sizes = jnp.asarray(partition.sizes)
   error_report, error_route = error_lib.best_route(lang, partition, error_samples,
@@ -151,8 +161,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
 
   def population_objective(objective: plans.Population, to_direct):
     same = objective.route in ("auto", population.name)
-    risk = population.risk if same else build_route(
-        lang, loss=loss, route=objective.route, partition=partition, **layout._asdict()).risk
+    risk = population.risk if same else build(objective.route).risk
     value_and_grad = jax.value_and_grad(lambda p: risk(to_direct(p)))
     return lambda params, step_key: value_and_grad(params)
 
@@ -246,7 +255,8 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
 
 def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squared",
           route: str = "auto", record_every: int = 1, key=None, num_seeds: int | None = None,
-          tied="auto", max_risk: float = runner.MAX_VALUE) -> Trajectory:
+          tied="auto", max_risk: float = runner.MAX_VALUE,
+          num_points: int | None = None) -> Trajectory:
   """Runs `plan` on `lang` from θ0 (default zero) and records the trajectory, by exact
   population (or empirical) GD in one scan (docs/theory.md §5; tying: §3b).
 
@@ -262,6 +272,12 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
     num_seeds: if given, vmaps the run over this many seeds split from `key`.
     tied: "auto" (tie when exact), True (require), False (simulate all d tokens).
     max_risk: an objective above this marks the run diverged.
+    num_points: the static quadrature grid of a quadrature route (Laplace, transfer).
+      None (default): the route's default grid, and a run that stops because θ left it
+      is run again on the smallest larger grid of risk.coverage.ladder that covers θ
+      there, so it equals a run on that grid from the start and never ends because of the
+      grid. An int fixes the grid: a run that leaves it stops (the divergence rule, §5)
+      and says so in info diverged_because ("quadrature grid exceeded at step k: …").
 
   Returns:
     A Trajectory (lagjax/dynamics/trajectory.py; a leading seed axis on every array when
@@ -276,7 +292,8 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
       margin_letters(); NaN when it has none);
     - summary: grid_covered, whether every Laplace evaluation had enough quadrature nodes;
     - info: route (of the risk records), error_route, tied (whether the run was simulated
-      on token groups, §3b).
+      on token groups, §3b); after a re-size, grid_points (the grid the run used); after a
+      stop because of a fixed grid, diverged_because.
 
   Example:
     >>> lang = lj.occurrence(3)  # p = ½, so E[1/n] = ln 2 (§4)
@@ -302,24 +319,75 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
   record_every, max_risk = runner.check_run_options(plan, record_every, max_risk)
   theta0 = direct.init_params(lang.d) if theta0 is None else theta0
   direct.check_params(theta0, lang.d)
+  if num_points is not None:
+    num_points = validation.check_int("num_points", num_points, 1)
   partition = choose_partition(lang, theta0, plan, tied)
-  run = _compiled_runner(lang, plan.slots(), plan.total_steps, partition, loss, route,
-                         direct.layout(theta0), record_every, max_risk)
+  layout = direct.layout(theta0)
   grouped = direct.group_params(partition, theta0)
   key = jax.random.key(0) if key is None else key
   data = plan.data()
-  if num_seeds is None:
-    return run(grouped, key, data)
-  keys = jax.random.split(key, num_seeds)
-  return jax.vmap(run, in_axes=(None, 0, None))(grouped, keys, data)
+
+  def attempt(size):
+    run = _compiled_runner(lang, plan.slots(), plan.total_steps, partition, loss, route,
+                           layout, record_every, max_risk, num_points=size)
+    if num_seeds is None:
+      return run(grouped, key, data)
+    keys = jax.random.split(key, num_seeds)
+    return jax.vmap(run, in_axes=(None, 0, None))(grouped, keys, data)
+
+  if not build_route_spec(lang, loss, route, layout).quadrature:
+    return attempt(None)
+  windows = coverage.windows(partition.num_groups, layout)
+  resized = coverage.resize(attempt, lang, windows, stopped_at=stopped_params,
+                            num_points=num_points, fixed=num_points is not None)
+  return with_grid_info(resized, num_points is not None)
+
+
+def build_route_spec(lang, loss, route, layout) -> base.RouteSpec:
+  """The registered RouteSpec that `route` resolves to for (lang, loss, layout) (§3)."""
+  return ROUTES[resolve_route(lang, loss, route, layout)]
+
+
+def stopped_params(run: Trajectory):
+  """The params where each seed of `run` that met a non-finite risk stopped (a list), or None:
+  the state the divergence rule froze, whose objective was not finite or over the cap (§5),
+  or the final state, which no step judges, where its record left the grid."""
+  diverged = np.asarray(run.diverged) | ~np.asarray(run.summary["grid_covered"])
+  if not diverged.any():
+    return None
+  params = jax.tree_util.tree_map(np.asarray, run.params)
+  if diverged.ndim == 0:
+    return [params]
+  return [jax.tree_util.tree_map(lambda leaf, i=i: leaf[i], params)
+          for i in np.flatnonzero(diverged)]
+
+
+def with_grid_info(resized: coverage.Resized, fixed: bool) -> Trajectory:
+  """The run of coverage.resize, its info saying which grid it used after a re-size
+  (grid_points) and why it stopped when its grid stopped it (diverged_because; §3a, §5)."""
+  run, info = resized.result, ()
+  if resized.failures and not resized.exceeded:
+    info = (("grid_points", resized.num_points),)
+  if resized.exceeded:
+    points = resized.failures[-1][1]
+    steps = sorted({int(s) for s in np.atleast_1d(np.asarray(run.diverged_step)) if s >= 0})
+    # No step judges the final state: its record alone may leave the grid.
+    steps = steps or [int(np.max(np.asarray(run.steps)))]
+    where = "step " + ", ".join(map(str, steps)) if len(steps) <= 3 else f"steps {steps[0]}…"
+    detail = coverage.describe(points, resized.num_points).split(": ", 1)[1]
+    info = (("diverged_because", f"quadrature grid exceeded at {where}: {detail}"
+             + ("" if fixed else " (no grid of the ladder covers θ)")),)
+  if not info:
+    return run
+  return dataclasses.replace(run, info=tuple(run.info) + info)
 
 
 @functools.lru_cache(maxsize=32)
 def _compiled_runner(lang, slots, num_steps, partition, loss, route, layout, record_every,
-                     max_risk, kqv_form=False):
+                     max_risk, kqv_form=False, num_points=None):
   return jax.jit(make_runner(lang, slots, partition, num_steps=num_steps, loss=loss,
                              route=route, layout=layout, record_every=record_every,
-                             max_risk=max_risk, kqv_form=kqv_form))
+                             max_risk=max_risk, kqv_form=kqv_form, num_points=num_points))
 
 
 def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float = 0.1,
