@@ -13,7 +13,10 @@ runner.record_grid(T, num_records), and returns token-group values
 - "closed_form": output phases in closed form, O(1) in their length, attention
   phases by exact steps (lagjax/dynamics/closed_form.py);
 - "steps": the one training loop with exact population or empirical gradients
-  (lagjax/dynamics/train.py), for every plan the loop can run.
+  (lagjax/dynamics/train.py), for every plan the loop can run;
+- "flow": the plan's gradient flow (lagjax/dynamics/flow.py), a phase of k steps of size η
+  read as duration k·η, recorded at the times of the same step grid. Only when asked for
+  (engine="flow"): it is not GD, so "auto" never takes it.
 
 `build(..., engine="auto")` takes the first engine of ORDER that supports the plan.
 """
@@ -28,7 +31,7 @@ import numpy as np
 from lagjax import risk as risk_lib
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
-from lagjax.dynamics import closed_form, plans, runner, train
+from lagjax.dynamics import closed_form, flow, plans, runner, train
 from lagjax.dynamics.trajectory import Trajectory
 from lagjax.models import direct
 
@@ -100,11 +103,12 @@ def _supports_steps(lang, plan, loss, route) -> str | None:
   return None
 
 
-def _build_steps(lang, plan, loss, route, num_records, max_risk):
+def _build_steps(lang, plan, loss, route, num_records, max_risk, num_points=None):
   partition = train.choose_partition(lang, direct.zero_params(lang.d), plan, "auto")
   run_plan = train.make_runner(lang, plan.slots(), partition, num_steps=plan.total_steps,
                                loss=loss, route=route, max_risk=max_risk,
-                               record_steps=runner.record_grid(plan.total_steps, num_records))
+                               record_steps=runner.record_grid(plan.total_steps, num_records),
+                               num_points=num_points)
   theta0 = direct.zero_params(partition.num_groups)
 
   def evaluate(etas, key) -> Trajectory:
@@ -120,9 +124,44 @@ def _build_steps(lang, plan, loss, route, num_records, max_risk):
   return evaluate, partition
 
 
+def _supports_flow(lang, plan, loss, route) -> str | None:
+  problem = plans.flow_problem(plan)
+  if problem is not None:
+    return problem
+  try:
+    risk_lib.resolve_route(lang, loss, route)
+  except ValueError as error:
+    return str(error).rstrip(".")
+  return None
+
+
+def _build_flow(lang, plan, loss, route, num_records, max_risk):
+  partition = train.choose_partition(lang, direct.zero_params(lang.d), plan, "auto")
+  record_steps = runner.record_grid(plan.total_steps, num_records)
+  run_flow = flow.make_flow(lang, partition, num_phases=len(plan.phases), loss=loss,
+                            route=route, record_steps=record_steps, max_risk=max_risk)
+  theta0 = direct.zero_params(partition.num_groups)
+  phase_steps = np.array([phase.steps for phase in plan.phases], np.float64)
+  rates = plans.flow_form(plan).data().rates
+
+  def evaluate(etas, key) -> Trajectory:
+    del key  # the flow is deterministic
+    etas = np.nan_to_num(plan.etas) if etas is None else etas
+    data = plans.FlowData(durations=phase_steps * etas, rates=rates, step_sizes=etas)
+    run = run_flow(theta0, data, (phase_steps * etas).sum(), -1.0, 0.5)
+    return Trajectory(params=run.params, steps=run.steps, risk=run.risk,
+                      alpha=partition.group(run.alpha), beta=partition.group(run.beta),
+                      diverged=run.diverged, diverged_step=run.diverged_step, time=run.time,
+                      summary=run.summary, partition=partition)
+
+  return evaluate, partition
+
+
 ENGINES = {"closed_form": Engine(closed_form.supports, _build_closed_form),
-           "steps": Engine(_supports_steps, _build_steps)}
-# "auto" takes the first engine, in this order, that supports the plan.
+           "steps": Engine(_supports_steps, _build_steps),
+           "flow": Engine(_supports_flow, _build_flow)}
+# "auto" takes the first engine, in this order, that supports the plan ("flow" only when
+# asked for: it runs the plan's flow, not its GD steps).
 ORDER = ("closed_form", "steps")
 
 
@@ -136,7 +175,7 @@ def choose(lang: languages.Language, plan: plans.Plan, loss="squared", route: st
     plan: the plan (its structure).
     loss: the loss ("squared", "logistic" or a callable).
     route: the population route ("auto" or a name).
-    engine: "auto", "closed_form" or "steps".
+    engine: "auto", "closed_form", "steps" or "flow".
 
   Returns:
     The engine's name, a key of ``ENGINES``.
@@ -173,7 +212,7 @@ def choose(lang: languages.Language, plan: plans.Plan, loss="squared", route: st
 
 def build(lang: languages.Language, plan: plans.Plan, *, loss="squared", route: str = "auto",
           num_records: int = 64, max_risk: float = runner.MAX_VALUE,
-          engine: str = "auto") -> Evaluation:
+          engine: str = "auto", num_points: int | None = None) -> Evaluation:
   """Builds the chosen engine's evaluator for `plan`'s structure from θ0 = 0
   (docs/theory.md §5b).
 
@@ -184,6 +223,8 @@ def build(lang: languages.Language, plan: plans.Plan, *, loss="squared", route: 
     num_records: K of the record grid runner.record_grid(T, K).
     max_risk: the divergence cap (docs/theory.md §5).
     engine: "auto", "closed_form" or "steps".
+    num_points: the static quadrature grid of the steps engine's route (risk/coverage.py;
+      None for the route's default); other engines take their default.
 
   Returns:
     An Evaluation; its evaluate(etas (#phases,), key) -> Trajectory is jittable and
@@ -205,7 +246,9 @@ def build(lang: languages.Language, plan: plans.Plan, *, loss="squared", route: 
     [[0.5, -0.25], [1.0, -0.5]]
   """
   name = choose(lang, plan, loss, route, engine)
-  evaluate, partition = ENGINES[name].build(lang, plan, loss, route, num_records, max_risk)
+  grid = {"num_points": num_points} if num_points is not None and name == "steps" else {}
+  evaluate, partition = ENGINES[name].build(lang, plan, loss, route, num_records, max_risk,
+                                            **grid)
   return Evaluation(name, evaluate, partition,
                     runner.record_grid(plan.total_steps, num_records),
                     runner.uniform_records(plan.total_steps, num_records))

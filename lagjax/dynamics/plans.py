@@ -313,6 +313,15 @@ class Plan:
     """
     return transformation(self.slots(), self.data(etas=etas), labels)
 
+  def flow_form(self) -> FlowPlan:
+    """The plan read as gradient flow (§5c): a phase of k steps of size η becomes a flow
+    phase of duration k·η at rate 1 on its groups (`flow_form`).
+
+    Returns:
+      The FlowPlan, with the same name.
+    """
+    return flow_form(self)
+
 
 def _num_slots(plan: Plan, num_slots: int | None) -> int:
   if num_slots is None:
@@ -674,3 +683,256 @@ def attention_only(eta, steps: int, **phase_options) -> Plan:
     [('attention', 1.0, 10)]
   """
   return PLANS["attention_only"].build([eta], steps, **phase_options)
+
+
+# ---------------------------------------------------------------------------
+# Flow forms (docs/theory.md section 5): plans in continuous time, for lj.flow.
+# ---------------------------------------------------------------------------
+
+# The optimizers whose constant-step phases are the Euler discretisation of gradient flow.
+_FLOW_OPTIMIZERS = (optax.sgd,)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowPhase:
+  """One phase of a plan in continuous time (§5): dθ_g/dt = -r_g ∇_g R for `duration`.
+
+  The rate r_g is `rate` on the trained groups and 0 on the others. A GD phase of k steps
+  of size η reads as duration k·η at rate 1, with `step_size` η kept so that the flow's
+  records carry the GD step t/η beside the time t (`flow_form`).
+
+  Attributes:
+    group: "attention" (α), "output" (β) or "both".
+    duration: the phase's length in time units, a finite real > 0.
+    rate: r, the rate of the trained groups, a finite real > 0.
+    objective: Population() (the flow runs exact population risks only).
+    step_size: η of the GD phase it reads (its steps are time/η), or None (steps = time).
+
+  Example:
+    >>> phase = lj.plans.FlowPhase("output", duration=10.0, rate=0.5)
+    >>> phase.rates, phase.duration
+    ((0.0, 0.5), 10.0)
+    >>> lj.plans.FlowPhase("both", 0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: FlowPhase duration must be a finite real > 0; got 0.0.
+  """
+
+  group: str
+  duration: float
+  rate: float = 1.0
+  objective: Population = Population()
+  step_size: float | None = None
+
+  def __post_init__(self):
+    if self.group not in TRAINED_GROUPS:
+      raise ValueError(f"FlowPhase group must be one of {TRAINED_GROUPS}; got {self.group!r}.")
+    object.__setattr__(self, "duration", _positive("FlowPhase duration", self.duration))
+    object.__setattr__(self, "rate", _positive("FlowPhase rate", self.rate))
+    if self.step_size is not None:
+      object.__setattr__(self, "step_size", _positive("FlowPhase step_size", self.step_size))
+    if not isinstance(self.objective, Population):
+      raise ValueError(f"FlowPhase objective must be Population(...) (the flow follows the "
+                       f"exact population risk); got {self.objective!r}.")
+
+  @property
+  def rates(self) -> tuple[float, float]:
+    """(r_attention, r_output): `rate` on the trained groups, 0 on the others."""
+    attention, output = _TRAINS[self.group]
+    return (self.rate if attention else 0.0, self.rate if output else 0.0)
+
+
+def _positive(name: str, value) -> float:
+  """A finite real > 0, refused in one line naming the field."""
+  try:
+    number = float(value)
+  except (TypeError, ValueError):
+    number = float("nan")
+  if isinstance(value, bool | str) or not (np.isfinite(number) and number > 0):
+    raise ValueError(f"{name} must be a finite real > 0; got {value!r}.")
+  return number
+
+
+class FlowData(NamedTuple):
+  """A flow plan's arrays, one entry per phase (traceable: lj.flow does not recompile for
+  new durations or rates; §5).
+
+  Attributes:
+    durations: (P,) each phase's duration.
+    rates: (P, 2) each phase's rate on the attention and the output group.
+    step_sizes: (P,) η of each phase (1 for a phase with no step size: steps = time).
+
+  Example:
+    >>> data = lj.plans.flow_plan("three_phase", (50.0, 2500.0, 300.0)).data()
+    >>> data.durations.tolist(), data.rates.tolist()
+    ([50.0, 2500.0, 300.0], [[0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+  """
+
+  durations: jax.Array
+  rates: jax.Array
+  step_sizes: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowPlan:
+  """A plan in continuous time (§5): FlowPhases run in order, each for its duration.
+
+  Attributes:
+    phases: the FlowPhases (at least one).
+    name: the plan's name ("custom" unless built from the registry or a named GD plan).
+
+  Example:
+    >>> plan = lj.plans.joint(1.0, 300).flow_form()  # flows to t = 300
+    >>> plan.total_duration, plan.boundaries.tolist()
+    (300.0, [0.0, 300.0])
+    >>> plan = lj.plans.three_phase(50.0, 2500.0, 1.0, 300).flow_form()
+    >>> plan.boundaries.tolist(), plan.phases[1].rates
+    ([0.0, 50.0, 2550.0, 2850.0], (1.0, 0.0))
+  """
+
+  phases: tuple[FlowPhase, ...]
+  name: str = "custom"
+
+  def __post_init__(self):
+    if not self.phases:
+      raise ValueError("a flow plan needs at least one phase; got phases = ().")
+    for phase in self.phases:
+      if not isinstance(phase, FlowPhase):
+        raise ValueError(f"flow plan phases must be lj.plans.FlowPhase objects; got {phase!r}.")
+
+  @property
+  def total_duration(self) -> float:
+    """The plan's total time D_1 + … + D_P."""
+    return float(sum(p.duration for p in self.phases))
+
+  @property
+  def boundaries(self) -> np.ndarray:
+    """The time at which each phase starts, and the total (len = #phases + 1)."""
+    return np.concatenate([[0.0], np.cumsum([p.duration for p in self.phases])])
+
+  @property
+  def objective(self) -> Population:
+    """The one population objective of every phase (lj.flow follows one route)."""
+    return self.phases[0].objective
+
+  def data(self) -> FlowData:
+    """The plan's arrays (FlowData), traced by lj.flow."""
+    return FlowData(
+        durations=jnp.asarray([p.duration for p in self.phases], jnp.float64),
+        rates=jnp.asarray([p.rates for p in self.phases], jnp.float64),
+        step_sizes=jnp.asarray([1.0 if p.step_size is None else p.step_size
+                                for p in self.phases], jnp.float64))
+
+  def flow_form(self) -> FlowPlan:
+    """The plan itself (already in continuous time)."""
+    return self
+
+
+def flow_problem(plan: Plan | FlowPlan) -> str | None:
+  """What keeps `plan` from having a flow form (§5), in one line, or None if it has one.
+
+  GD at constant step size on the population risk is the Euler discretisation of the flow;
+  schedules, other optimizers (momentum, Adam) and empirical objectives have no flow form
+  here, and neither has a phase of zero duration (η = 0).
+
+  Args:
+    plan: a Plan or a FlowPlan.
+
+  Returns:
+    None, or the reason.
+
+  Example:
+    >>> lj.plans.flow_problem(lj.plans.joint(0.0, 10))
+    'plan phase 0 has duration k·η = 0 (eta = 0.0): a flow phase needs a duration > 0'
+    >>> lj.plans.flow_problem(lj.plans.joint(0.5, 10)) is None
+    True
+  """
+  if isinstance(plan, FlowPlan):
+    routes = {phase.objective for phase in plan.phases}
+    return (None if len(routes) == 1 else
+            f"the flow follows one population route; the phases ask for {sorted(routes, key=str)}")
+  if not isinstance(plan, Plan):
+    return (f"plan must be a lj.plans.Plan or lj.plans.FlowPlan; got {type(plan).__name__}")
+  for i, phase in enumerate(plan.phases):
+    if callable(phase.eta):
+      return f"plan phase {i} has a step-size schedule: a flow phase has one constant rate"
+    if phase.optimizer not in _FLOW_OPTIMIZERS:
+      return (f"plan phase {i} uses the optimizer {getattr(phase.optimizer, '__name__', '?')}: "
+              "only plain GD (optax.sgd) has a gradient-flow form")
+    if not isinstance(phase.objective, Population):
+      return (f"plan phase {i} has the objective {phase.objective!r}: the flow follows the "
+              "exact population risk only")
+    if phase.eta * phase.steps <= 0:
+      return (f"plan phase {i} has duration k·η = 0 (eta = {phase.eta}): a flow phase needs a "
+              "duration > 0")
+  if len({phase.objective for phase in plan.phases}) > 1:
+    return "the flow follows one population route; the phases ask for several"
+  return None
+
+
+def flow_form(plan: Plan | FlowPlan) -> FlowPlan:
+  """The flow form of a plan (§5): a phase of k steps of size η (trained groups g) becomes
+  a flow phase of duration k·η with dθ_g/dt = -∇_g R, so GD at η for t/η steps follows
+  the flow at time t with an O(η) error (explicit Euler).
+
+  Args:
+    plan: a Plan (constant step sizes, optax.sgd, population objectives) or a FlowPlan.
+
+  Returns:
+    The FlowPlan, with the plan's name.
+
+  Raises:
+    ValueError: one line naming what has no flow form (`flow_problem`).
+
+  Example:
+    >>> plan = lj.plans.flow_form(lj.plans.attention_first(10.0, 1.0, 5))
+    >>> [(p.group, p.duration, p.step_size) for p in plan.phases]
+    [('attention', 10.0, 10.0), ('output', 5.0, 1.0)]
+    >>> lj.plans.flow_form(lj.plans.joint(0.0, 3))
+    Traceback (most recent call last):
+    ...
+    ValueError: plan phase 0 has duration k·η = 0 (eta = 0.0): a flow phase needs a duration > 0.
+  """
+  problem = flow_problem(plan)
+  if problem is not None:
+    raise ValueError(problem + ".")
+  if isinstance(plan, FlowPlan):
+    return plan
+  return FlowPlan(tuple(FlowPhase(p.group, p.eta * p.steps, 1.0, p.objective, step_size=p.eta)
+                        for p in plan.phases), plan.name)
+
+
+def flow_plan(name: str, durations: Sequence[float], rates: Sequence[float] | None = None, *,
+              objective: Population = Population()) -> FlowPlan:
+  """A named plan of the registry in continuous time (§5): one duration (and rate) per phase.
+
+  Args:
+    name: a key of PLANS ("joint", "three_phase", "attention_first", "output_only",
+      "attention_only").
+    durations: the duration of each phase, in order.
+    rates: the rate of each phase (default 1 each).
+    objective: the population objective of every phase.
+
+  Returns:
+    The FlowPlan named `name`.
+
+  Raises:
+    ValueError: for an unknown name, a wrong number of durations or rates, or a duration
+      or rate that is not a finite real > 0.
+
+  Example:
+    >>> plan = lj.plans.flow_plan("three_phase", (50.0, 2500.0, 300.0))
+    >>> [(p.group, p.duration) for p in plan.phases]
+    [('output', 50.0), ('attention', 2500.0), ('output', 300.0)]
+    >>> lj.plans.flow_plan("joint", (1e6,), rates=(0.5,)).phases[0].rates
+    (0.5, 0.5)
+  """
+  spec = get_plan(name)
+  durations = tuple(durations)
+  rates = (1.0,) * len(spec.groups) if rates is None else tuple(rates)
+  for field, values in (("durations", durations), ("rates", rates)):
+    if len(values) != len(spec.groups):
+      raise ValueError(f"flow plan {name!r} takes {field}, one for each of its "
+                       f"{len(spec.groups)} phases; got {len(values)}.")
+  return FlowPlan(tuple(FlowPhase(group, duration, rate, objective)
+                        for group, duration, rate in zip(spec.groups, durations, rates)), name)

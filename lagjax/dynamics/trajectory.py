@@ -161,7 +161,8 @@ class Trajectory:
 
   def lag(self, records=None) -> metrics.LagMetrics:
     """Lag metrics of docs/theory.md §6 over the records selected by the mask `records`
-    (default all), in the per-token norm: ‖expand(x)‖ = ‖√k ⊙ x‖ for token-group sizes k.
+    (default all), in the per-token norm: ‖expand(x)‖ = ‖√k ⊙ x‖ for token-group sizes k;
+    half-times in time units when the run has `time` (a flow), else in steps.
 
     Args:
       records: (R,) boolean mask of the records to use (e.g. `Evaluation.uniform`), or
@@ -171,11 +172,12 @@ class Trajectory:
       LagMetrics over the selected records.
     """
     select = slice(None) if records is None else np.asarray(records)
+    # A continuous-time run measures its half-times in time units (§5), a step run in steps.
+    clock = (self.steps if self.time is None else self.time)[select]
     if self.partition is None:
-      return metrics.lag_metrics(self.alpha[select], self.beta[select], self.steps[select])
+      return metrics.lag_metrics(self.alpha[select], self.beta[select], clock)
     weights = np.sqrt(self.partition.metric(self.cls))
-    return metrics.lag_metrics(weights * self.alpha[select], weights * self.beta[select],
-                               self.steps[select])
+    return metrics.lag_metrics(weights * self.alpha[select], weights * self.beta[select], clock)
 
 
 def _concrete(array) -> bool:

@@ -1,0 +1,501 @@
+"""Gradient flow of the population risk (docs/theory.md sections 5 and 5b): lj.flow.
+
+A plan in continuous time (lagjax.dynamics.plans.FlowPlan, or any GD plan read as its
+flow form) is the ODE
+
+    dθ_g/dt = -r_g(t) ∇̃_g R(θ),    t ∈ [0, t1],
+
+with r_g(t) the rate of group g (attention, output) in the phase holding t and ∇̃ the
+per-token gradient (the tied gradient divided by the group size, §3b), the vector field
+whose explicit Euler steps of size η are lj.train's GD steps. So GD at η for t/η steps
+follows the flow at time t up to O(η).
+
+The ODE is solved by diffrax: by default the stiff, L-stable ESDIRK method Kvaerno5 with
+an adaptive PI step-size controller (rtol, atol), its Newton Jacobian (the Hessian, a
+few dozen parameters at most) by autodiff. The step-size controller is told the phase
+boundaries (jump_ts), so steps end on them: a phase's rates never leak into its
+neighbour, and a plan's whole run is one diffeqsolve, one compiled program. Durations,
+rates, t1 and ε are traced, so a second flow on the same language, layout, options and
+number of phases does not recompile. docs/decisions/gradient-flow-solver.md says why
+diffrax and this solver.
+
+Events: R ≤ ε ends the run (its time found by root finding on the dense output);
+a non-finite risk or gradient, or a risk above `max_risk`, ends it too, marked
+diverged with the reason (`status`), never an exception. Half-progress times of each
+group and the plateau exit (below) are located on the dense output by bisection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from lagjax import models, validation
+from lagjax.data import languages
+from lagjax.data import partition as partition_lib
+from lagjax.dynamics import plans, runner, train
+from lagjax.dynamics.trajectory import Trajectory
+from lagjax.models import direct
+from lagjax.risk import coverage
+from lagjax.risk import risk_fn as build_route
+
+# The solvers by name. The implicit ones (ESDIRK, L-stable) suit the stiff late phase of
+# attention training, where the Hessian's spread grows with the scores; the explicit ones
+# suit short non-stiff runs.
+SOLVERS = {"kvaerno5": diffrax.Kvaerno5, "kvaerno4": diffrax.Kvaerno4,
+           "kvaerno3": diffrax.Kvaerno3, "tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5}
+IMPLICIT = ("kvaerno5", "kvaerno4", "kvaerno3")
+RECORDS = ("geometric", "uniform")
+
+# What ended the run: summary["status"] indexes STATUS.
+STATUS = ("completed", "epsilon reached", "diverged: non-finite risk",
+          "diverged: risk above max_risk", "diverged: non-finite gradient",
+          "diverged: the solver stopped (max_steps reached or the step size collapsed)",
+          "diverged: quadrature grid exceeded")
+(COMPLETED, EPSILON, NONFINITE_RISK, ABOVE_MAX, NONFINITE_GRADIENT, SOLVER_STOPPED,
+ GRID_EXCEEDED) = range(7)
+# A quadrature route's run stops when θ needs this share of its grid's nodes: the solver's
+# stages probe beyond θ, where the route is NaN, and would shrink its steps to nothing.
+GRID_MARGIN = 0.9
+
+# The plateau level at time t is the risk a decade earlier, R(t/10): the run leaves a
+# plateau when R(t) <= (1 - plateau_drop)·R(t/10).
+PLATEAU_WINDOW = 10.0
+# Bisection steps of the half-times and the plateau exit: 2^-60 of a record gap.
+BISECTION_STEPS = 60
+# The PI coefficients for stiff problems (Hairer & Wanner; diffrax's PIDController docs):
+# they cut the rejected steps of the 17-parameter even-pairs flow from 920 to 106.
+PCOEFF, ICOEFF = 0.3, 0.4
+
+
+def _record_times(kind, num_records, boundaries, t1, record_steps, data):
+  """The record times (traced): 0, the grid of `kind` up to t1, and every phase boundary
+  before t1; or the GD-equivalent times of `record_steps` (the engines' grid)."""
+  if record_steps is not None:
+    steps = jnp.asarray(record_steps, jnp.float64)
+    step_bounds = jnp.concatenate([jnp.zeros(1), jnp.cumsum(data.durations / data.step_sizes)])
+    phase = jnp.clip(jnp.searchsorted(step_bounds[1:-1], steps, side="right"), 0,
+                     data.durations.shape[0] - 1)
+    return boundaries[phase] + (steps - step_bounds[phase]) * data.step_sizes[phase]
+  if kind == "uniform":
+    grid = jnp.linspace(0.0, t1, num_records + 1)
+  else:
+    first = jnp.minimum(1.0, t1 / num_records)
+    grid = jnp.concatenate([jnp.zeros(1), jnp.geomspace(first, t1, num_records)])
+  inner = jnp.minimum(boundaries[1:-1], t1)
+  return jnp.sort(jnp.concatenate([grid, inner]))
+
+
+def _steps_of_times(times, boundaries, data):
+  """The GD step equivalent of each time, floor(B_i + (t - T_i)/η_i) in phase i."""
+  step_bounds = jnp.concatenate([jnp.zeros(1), jnp.cumsum(data.durations / data.step_sizes)])
+  phase = jnp.clip(jnp.searchsorted(boundaries[1:-1], times, side="right"), 0,
+                   data.durations.shape[0] - 1)
+  exact = step_bounds[phase] + (times - boundaries[phase]) / data.step_sizes[phase]
+  return jnp.floor(exact * (1 + 1e-12) + 1e-9).astype(jnp.int64)
+
+
+def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
+              num_phases: int, loss="squared", route="auto",
+              layout: direct.Layout = direct.PLAIN, solver: str = "kvaerno5",
+              rtol: float = 1e-8, atol: float = 1e-10, num_records: int = 64,
+              records: str = "geometric", record_steps=None,
+              max_risk: float = runner.MAX_VALUE, max_steps: int = 16_384,
+              num_points: int | None = None, with_solution: bool = False):
+  """Builds run(theta0_grouped, data, t1, epsilon, plateau_drop) -> Trajectory (not jitted;
+  docs/theory.md §5).
+
+  Everything numeric is traced: θ0 on the groups of `partition`, the plan's FlowData
+  (durations, rates, step sizes), t1, ε and the plateau drop; one compiled program runs
+  every plan of `num_phases` phases.
+
+  Args:
+    lang: the language (§1b).
+    partition: the token groups θ lives on (train.choose_partition).
+    num_phases: P, the plan's number of phases.
+    loss: "squared", "logistic" or a callable (f, y) -> ℓ.
+    route: the population route (§3).
+    layout: θ's layout (§2b).
+    solver: a key of SOLVERS.
+    rtol, atol: the step-size controller's tolerances.
+    num_records: K of the record grid.
+    records: "geometric", "uniform" or "given" (run then takes the times, num_records + 1
+      of them, rising from 0 to t1).
+    record_steps: GD steps to record at instead (their times in the plan's flow form),
+      as the engines do (runner.record_grid), or None.
+    max_risk: a risk above this ends the run as diverged.
+    max_steps: the solver's step budget (a run that needs more ends as diverged).
+    num_points: the static quadrature grid of a quadrature route (risk/coverage.py); None
+      for the route's default. The run stops (status GRID_EXCEEDED) when θ needs
+      GRID_MARGIN of it.
+    with_solution: run returns (Trajectory, dense) instead, dense = (the diffrax Solution,
+      the mask of trained coordinates, θ0 and t_end flat), read by `dense_path`.
+
+  Returns:
+    run(theta0_grouped, data, t1, epsilon, plateau_drop[, times]) -> Trajectory, as lj.flow
+    returns it but on the groups of `partition` (and the dense output, with_solution).
+
+  Example:
+    >>> lang = lj.occurrence(3)
+    >>> partition = lj.partition.of_language(lang)
+    >>> run = jax.jit(lj.dynamics.flow.make_flow(lang, partition, num_phases=1,
+    ...                                           num_records=4))
+    >>> theta0 = lj.models.direct.zero_params(partition.num_groups)
+    >>> data = lj.plans.output_only(1.0, 10).flow_form().data()
+    >>> trajectory = run(theta0, data, 10.0, -1.0, 0.5)
+    >>> trajectory.time.tolist()  # 0, then geometric from 1 to 10
+    [0.0, 1.0, 2.154434690031884, 4.641588833612779, 10.0]
+  """
+  validation.check_choice("solver", solver, tuple(SOLVERS))
+  chosen = train.build_route_spec(lang, loss, route, layout)
+  population = build_route(lang, loss=loss, route=chosen.name, partition=partition,
+                           **coverage.grid_options(chosen, num_points), **layout._asdict())
+  if chosen.quadrature:
+    grid_size = (coverage.default_size(lang, coverage.windows(partition.num_groups, layout))
+                 if num_points is None else num_points)
+    points_needed = coverage.needed_fn(lang)
+  else:
+    grid_size, points_needed = np.inf, lambda params: jnp.array(0.0)
+  risk_of, report = population.risk, population.report
+  sizes = jnp.asarray(partition.sizes)
+  value_and_grad = jax.value_and_grad(risk_of)
+  controller = diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=PCOEFF, icoeff=ICOEFF)
+
+  def run(theta0, data: plans.FlowData, t1, epsilon, plateau_drop, times=None) -> Trajectory:
+    y0, unravel = ravel_pytree(theta0)
+    labels = models.group_labels(direct.PARAM_GROUPS, theta0)
+    group_index, _ = ravel_pytree({name: jnp.full(jnp.shape(value), labels[name] == "output",
+                                                  jnp.int32)
+                                   for name, value in theta0.items()})
+    coordinate_rates = data.rates[:, group_index]  # (P, n)
+    boundaries = jnp.concatenate([jnp.zeros(1), jnp.cumsum(data.durations)])
+    inner = boundaries[1:-1]
+
+    def phase_of(t):
+      return jnp.clip(jnp.searchsorted(inner, t, side="right"), 0, num_phases - 1)
+
+    def per_token_gradient(y):
+      value, grads = value_and_grad(unravel(y))
+      flat, _ = ravel_pytree(direct.per_token_gradients(grads, sizes))
+      return value, flat
+
+    def vector_field(t, y, args):
+      return -coordinate_rates[phase_of(t)] * per_token_gradient(y)[1]
+
+    def ends_the_run(t, y, args, **kwargs):
+      # One risk evaluation per step decides both events; which one fired is read from
+      # the final state (a boolean event ends the step in which it fires).
+      params = unravel(y)
+      value = risk_of(params)
+      return (~jnp.isfinite(value) | (value > max_risk) | (value <= epsilon)
+              | (points_needed(params) >= GRID_MARGIN * grid_size))
+
+    if records != "given":
+      times = _record_times(records, num_records, boundaries, t1, record_steps, data)
+    step_controller = (controller if num_phases == 1 else
+                       diffrax.ClipStepSizeController(controller, jump_ts=inner))
+    solution = diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field), SOLVERS[solver](), 0.0, t1, None, y0,
+        stepsize_controller=step_controller,
+        saveat=diffrax.SaveAt(ts=times, t1=True, dense=True),
+        event=diffrax.Event(ends_the_run), max_steps=max_steps, throw=False)
+    # A coordinate no phase trains stays at θ0 exactly (the implicit solver's linear
+    # solves would leave roundoff of ~1e-31 there, which the lag metrics would read as a move).
+    trained = jnp.any(coordinate_rates > 0, axis=0)
+    t_end = solution.ts[-1]
+    y_end = jnp.where(trained, solution.ys[-1], y0)
+    end_value, end_gradient = per_token_gradient(y_end)
+    stopped = solution.result == diffrax.RESULTS.event_occurred
+    solver_failed = ~((solution.result == diffrax.RESULTS.successful) | stopped)
+    end_points = points_needed(unravel(y_end))
+    status = jnp.select(
+        [solver_failed, end_points >= GRID_MARGIN * grid_size, ~jnp.isfinite(end_value),
+         end_value > max_risk,
+         ~jnp.all(jnp.isfinite(end_gradient)), stopped & (end_value <= epsilon)],
+        [SOLVER_STOPPED, GRID_EXCEEDED, NONFINITE_RISK, ABOVE_MAX, NONFINITE_GRADIENT,
+         EPSILON], COMPLETED)
+    diverged = status >= NONFINITE_RISK
+
+    # Records past the end (ε reached, or diverged) hold the state at the end, as a
+    # diverged loop holds its last state.
+    reached = times <= t_end
+    ys = jnp.where(reached[:, None] & trained, solution.ys[:-1], jnp.where(trained, y_end, y0))
+
+    def record(t, y):
+      params = unravel(y)
+      token_params = direct.expand_params(partition, params)
+      value, gradient = per_token_gradient(y)
+      flat_grads, _ = ravel_pytree(jax.grad(risk_of)(params))
+      rates = coordinate_rates[phase_of(t)]
+      return {"risk": value, "alpha": direct.attention_vector(token_params),
+              "beta": direct.output_vector(token_params),
+              # -dR/dt = ⟨∇R, r ⊙ ∇̃R⟩, the integrand of the energy identity (§5).
+              "dissipation": jnp.vdot(flat_grads, rates * gradient),
+              "grid_covered": report(params).get("grid_covered", jnp.array(True))}
+
+    recorded = jax.vmap(record)(jnp.minimum(times, t_end), ys)
+
+    # τ_ε, the half-progress times and the plateau exit: each bracketed by the records,
+    # then bisected together on the dense output, one risk evaluation per bracket and step.
+    start_alpha = direct.attention_vector(direct.expand_params(partition, theta0))
+    start_beta = direct.output_vector(direct.expand_params(partition, theta0))
+
+    def moved(y):
+      token_params = direct.expand_params(partition, unravel(y))
+      return (jnp.linalg.norm(direct.attention_vector(token_params) - start_alpha),
+              jnp.linalg.norm(direct.output_vector(token_params) - start_beta))
+
+    moved_alpha, moved_beta = jax.vmap(moved)(ys)
+    half_alpha, half_beta = 0.5 * moved_alpha.max(), 0.5 * moved_beta.max()
+
+    def state_at(t):
+      return jnp.where(trained, solution.evaluate(jnp.clip(t, 0.0, t_end)), y0)
+
+    def levels(t):
+      """The four functions whose first zero is sought, at the times t (4,): R - ε,
+      half - ‖α - α0‖, half - ‖β - β0‖, R(t) - (1 - drop) R(t/10)."""
+      states = jax.vmap(state_at)(jnp.append(t, t[3] / PLATEAU_WINDOW))
+      risks = jax.vmap(lambda y: risk_of(unravel(y)))(states)
+      alpha_moves, beta_moves = jax.vmap(moved)(states)
+      return jnp.stack([risks[0] - epsilon, half_alpha - alpha_moves[1],
+                        half_beta - beta_moves[2], risks[3] - (1 - plateau_drop) * risks[4]])
+
+    earlier = jax.vmap(lambda t: risk_of(unravel(state_at(t / PLATEAU_WINDOW))))(times)
+    record_levels = jnp.stack([
+        recorded["risk"] - epsilon,
+        jnp.where(half_alpha > 0, half_alpha - moved_alpha, 1.0),
+        jnp.where(half_beta > 0, half_beta - moved_beta, 1.0),
+        jnp.where((times > 0) & reached, recorded["risk"] - (1 - plateau_drop) * earlier, 1.0)])
+    crossed = record_levels <= 0  # (4, R)
+    first = jnp.argmax(crossed, axis=1)
+    hi = jnp.minimum(times[first], t_end)
+    lo = jnp.where(first > 0, times[jnp.maximum(first - 1, 0)], 0.0)
+
+    def halve(_, bracket):
+      lo, hi = bracket
+      mid = 0.5 * (lo + hi)
+      below = levels(mid) <= 0
+      return jnp.where(below, lo, mid), jnp.where(below, mid, hi)
+
+    _, crossing = jax.lax.fori_loop(0, BISECTION_STEPS, halve, (lo, hi))
+    crossing = jnp.where(crossed.any(axis=1), crossing, jnp.nan)
+    tau_eps = jnp.where(status == EPSILON, crossing[0], jnp.nan)
+    half_times = crossing[1:3]
+    plateau_exit = crossing[3]
+
+    steps = _steps_of_times(times, boundaries, data)
+    grid_covered = jnp.all(recorded.pop("grid_covered"))
+    fields = {name: recorded.pop(name) for name in ("risk", "alpha", "beta")}
+    summary = {"status": status, "t_end": t_end,
+               "tau_eps": tau_eps,
+               "half_time_alpha": half_times[0], "half_time_beta": half_times[1],
+               "plateau_exit": plateau_exit, "grid_covered": grid_covered,
+               "grid_points_needed": end_points,
+               "num_steps": solution.stats["num_accepted_steps"],
+               "num_rejected": solution.stats["num_rejected_steps"]}
+    trajectory = Trajectory(params=unravel(y_end), steps=steps, time=times, diverged=diverged,
+                      diverged_step=jnp.where(diverged, _steps_of_times(t_end, boundaries,
+                                                                        data), -1),
+                      records=recorded, summary=summary,
+                      info=(("route", population.name), ("solver", solver),
+                            ("tied", partition.num_groups < lang.d)), **fields)
+    if with_solution:
+      return trajectory, (solution, trained, y0, t_end)
+    return trajectory
+
+  return run
+
+
+def status(trajectory: Trajectory) -> str:
+  """What ended a flow run (docs/theory.md §5): its summary's status code, in words.
+
+  Args:
+    trajectory: a Trajectory returned by lj.flow (one run).
+
+  Returns:
+    One of STATUS, with the time the run stopped.
+
+  Example:
+    >>> run = lj.flow(lj.occurrence(3), lj.plans.output_only(1.0, 10), num_records=4)
+    >>> lj.dynamics.flow.status(run)
+    'completed at t = 10'
+  """
+  return f"{STATUS[int(trajectory.summary['status'])]} at t = {float(trajectory.t_end):.6g}"
+
+
+def _check_options(t1, rtol, atol, solver, records, num_records, epsilon, plateau_drop,
+                   max_steps, num_points):
+  if t1 is not None:
+    t1 = plans._positive("t1", t1)
+  rtol, atol = plans._positive("rtol", rtol), plans._positive("atol", atol)
+  validation.check_choice("solver", solver, tuple(SOLVERS))
+  if isinstance(records, str):
+    validation.check_choice("records", records, RECORDS)
+  num_records = validation.check_int("num_records", num_records, 1, integral_floats=True)
+  if epsilon is not None:
+    epsilon = plans._positive("epsilon", epsilon)
+  plateau_drop = validation.check_real("plateau_drop", plateau_drop, minimum=0.0, strict=True,
+                                       maximum=1.0, strict_max=True)
+  max_steps = validation.check_int("max_steps", max_steps, 1, integral_floats=True)
+  if num_points is not None:
+    num_points = validation.check_int("num_points", num_points, 1)
+  return t1, rtol, atol, num_records, epsilon, plateau_drop, max_steps, num_points
+
+
+def _given_times(records, t1) -> np.ndarray:
+  """Record times given as an array: finite, rising (ties allowed) from 0 to t1."""
+  times = np.asarray(records, np.float64)
+  if (times.ndim != 1 or times.size < 2 or not np.all(np.isfinite(times)) or times[0] != 0.0
+      or times[-1] != t1 or np.any(np.diff(times) < 0)):
+    raise ValueError(f"records must be 'geometric', 'uniform' or an array of times rising "
+                     f"from 0 to t1 = {t1:g}; got {np.array2string(times, threshold=6)}.")
+  return times
+
+
+def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None,
+         loss="squared", route: str = "auto", solver: str = "kvaerno5", rtol: float = 1e-8,
+         atol: float = 1e-10, num_records: int = 64, records: str = "geometric",
+         epsilon: float | None = None, plateau_drop: float = 0.5,
+         max_risk: float = runner.MAX_VALUE, max_steps: int = 16_384, tied="auto",
+         num_points: int | None = None, dense: bool = False):
+  """Runs `plan` on `lang` from θ0 (default zero) as exact population gradient flow
+  (docs/theory.md §5; per-token gradients on tied groups: §3b), mirroring lj.train.
+
+  A GD plan is read as its flow form (plans.flow_form): a phase of k steps of size η
+  lasts k·η time units, so lj.flow(lang, lj.plans.joint(1.0, 300)) flows to t = 300 and
+  lj.train's GD at η follows it up to O(η).
+
+  Args:
+    lang: the language.
+    plan: a lj.plans.Plan (constant step sizes, plain GD, population objectives) or a
+      lj.plans.FlowPlan (durations and rates given directly, e.g. plans.flow_plan).
+    theta0: per-token initial parameters; None is θ0 = 0 (no CLS).
+    t1: the end time; None for the plan's duration. Past it the last phase goes on.
+    loss: "squared" (default), "logistic" or a callable.
+    route: the population route ("auto" or a name of risk.ROUTES, §3).
+    solver: "kvaerno5" (default), "kvaerno4", "kvaerno3" (implicit, stiff) or "tsit5",
+      "dopri5" (explicit).
+    rtol, atol: the tolerances of the adaptive step-size controller (and of the ε root).
+    num_records: K, the number of grid records.
+    records: "geometric" (0, then K times from min(1, t1/K) to t1) or "uniform" (K + 1
+      times from 0 to t1), every phase boundary recorded too; or an array of times rising
+      from 0 to t1 (a new length compiles anew).
+    epsilon: R ≤ ε ends the run (summary tau_eps); None never ends it early.
+    plateau_drop: the run leaves a plateau when R(t) ≤ (1 - plateau_drop)·R(t/10).
+    max_risk: a risk above this ends the run as diverged.
+    max_steps: the solver's step budget; a run that needs more ends as diverged.
+    tied: "auto" (tie when exact), True (require), False (simulate all d tokens).
+    num_points: the quadrature grid of a quadrature route (Laplace, transfer); None
+      re-sizes it (risk/coverage.py's ladder) whenever θ nears its edge, so the grid never
+      ends the run; an int fixes it (then a run reaching its edge ends as diverged).
+    dense: also return the dense output.
+
+  Returns:
+    With dense, the pair (Trajectory, path), path(t) -> per-token θ(t) (jitted) for any
+    t in [0, t_end]. Otherwise the Trajectory of lj.train (per-token values), recorded at
+    `time` (R,):
+
+    - time (R,) the record times; steps (R,) the GD step of each time (t/η within each
+      phase of a GD plan, floor(t) for a FlowPlan);
+    - risk, alpha, beta (R,), (R, ·), (R, ·), as lj.train records them; records:
+      dissipation (R,), -dR/dt = ⟨∇R, r ⊙ ∇̃R⟩ (the energy identity's integrand);
+    - diverged, diverged_step: a non-finite risk or gradient, a risk above max_risk, or a
+      solver that stopped; the records past the end hold the final state;
+    - summary: status (an index of flow.STATUS; `status(run)` says it in words), t_end,
+      tau_eps (the time R = ε, NaN if not reached), half_time_alpha, half_time_beta (the
+      times each group first reaches half its largest recorded move, NaN if it never
+      moves), plateau_exit (NaN if none), grid_covered, num_steps, num_rejected;
+    - info: route, solver, tied, and grid_points when the grid was re-sized.
+
+  Raises:
+    ValueError: one line naming the field: t1, rtol, atol, epsilon ≤ 0 or non-finite, an
+      unknown solver or records, a plan without a flow form (a phase of zero duration, a
+      schedule, another optimizer, an empirical objective).
+
+  Example:
+    >>> lang = lj.occurrence(3)  # output flow from 0: the risk falls to ln(2)/4 (§4)
+    >>> run = lj.flow(lang, lj.plans.output_only(1.0, 1000), num_records=8)
+    >>> run
+    Trajectory: 10 records, steps 0…1000, not diverged
+      risk 0.5 → 0.173287; alpha (10, 3), beta (10, 3)
+      time: recorded; records: dissipation; summary: status, t_end, tau_eps, ...
+      info: route='laplace', solver='kvaerno5', tied=True
+    >>> run.time[-1].item(), round(float(run.risk[-1]), 6)
+    (1000.0, 0.173287)
+    >>> lj.flow(lang, lj.plans.output_only(1.0, 10), rtol=0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: rtol must be a finite real > 0; got 0.0.
+  """
+  validation.require_float64("lj.flow")
+  languages.check_language(lang, "lj.flow")
+  t1, rtol, atol, num_records, epsilon, plateau_drop, max_steps, num_points = _check_options(
+      t1, rtol, atol, solver, records, num_records, epsilon, plateau_drop, max_steps,
+      num_points)
+  _, max_risk = runner.check_run_options(plans.joint(1.0, 1), 1, max_risk)
+  flow_plan = plans.flow_form(plan)
+  theta0 = direct.init_params(lang.d) if theta0 is None else theta0
+  direct.check_params(theta0, lang.d)
+  partition = train.choose_partition(lang, theta0, plans.joint(1.0, 1), tied)
+  layout = direct.layout(theta0)
+  t1 = flow_plan.total_duration if t1 is None else t1
+  given = None if isinstance(records, str) else _given_times(records, t1)
+  kind, size = ("given", given.size - 1) if given is not None else (records, num_records)
+  grouped = direct.group_params(partition, theta0)
+  arguments = (grouped, flow_plan.data(), jnp.float64(t1),
+               jnp.float64(-1.0 if epsilon is None else epsilon), jnp.float64(plateau_drop))
+  if given is not None:
+    arguments += (jnp.asarray(given),)
+  route = flow_plan.objective.route if route == "auto" else route
+
+  def attempt(points):
+    run = _compiled_flow(lang, partition, len(flow_plan.phases), loss, route, layout, solver,
+                         rtol, atol, size, kind, max_risk, max_steps, points, dense)
+    return run(*arguments)
+
+  def stopped_at(result):
+    run = result[0] if dense else result
+    if int(run.summary["status"]) != GRID_EXCEEDED:
+      return None
+    # The stop came at GRID_MARGIN of the grid: ask for a grid a margin above it.
+    return float(run.summary["grid_points_needed"]) / GRID_MARGIN + 1
+
+  if train.build_route_spec(lang, loss, route, layout).quadrature:
+    windows = coverage.windows(partition.num_groups, layout)
+    resized = coverage.resize(attempt, lang, windows, stopped_at=stopped_at,
+                              num_points=num_points, fixed=num_points is not None)
+    result = resized.result
+    info = (("grid_points", resized.num_points),) if resized.failures else ()
+  else:
+    result, info = attempt(None), ()
+  trajectory = result[0] if dense else result
+  trajectory = dataclasses.replace(
+      trajectory, params=direct.expand_params(partition, trajectory.params),
+      info=tuple(trajectory.info) + info)
+  if not dense:
+    return trajectory
+  solution, trained, y0, t_end = result[1]
+  _, unravel = ravel_pytree(grouped)
+
+  @jax.jit
+  def path(t):
+    state = jnp.where(trained, solution.evaluate(jnp.clip(t, 0.0, t_end)), y0)
+    return direct.expand_params(partition, unravel(state))
+
+  return trajectory, path
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_flow(lang, partition, num_phases, loss, route, layout, solver, rtol, atol,
+                   num_records, records, max_risk, max_steps, num_points, dense):
+  return jax.jit(make_flow(lang, partition, num_phases=num_phases, loss=loss, route=route,
+                           layout=layout, solver=solver, rtol=rtol, atol=atol,
+                           num_records=num_records, records=records, max_risk=max_risk,
+                           max_steps=max_steps, num_points=num_points,
+                           with_solution=dense))
