@@ -20,12 +20,14 @@ YNNPACK fusions off on CPU, which are slower on lagjax's float64 arrays.
 from lagjax import xla_flags  # noqa: I001  (first: XLA reads its flags at the first computation)
 from lagjax import analysis, data, dynamics, linalg, models, risk, sweep, tasks, validation
 from lagjax.analysis import finite_sample, regimes, scaling
+from lagjax.analysis.optimum import optimum
 from lagjax.data import languages, lengths, partition
 from lagjax.data.languages import Language
 from lagjax.data.lengths import fixed, geometric, shifted_poisson
 from lagjax.data.occurrence import all_of, any_of, occurrence
 from lagjax.data.regular import regular
 from lagjax.dynamics import closed_form, metrics, plans, runner, task_train
+from lagjax.dynamics.flow import flow
 from lagjax.dynamics.train import train, train_kqv
 from lagjax.dynamics.trajectory import Trajectory
 from lagjax.models.direct import forward_counts, forward_tokens, init_params
@@ -39,9 +41,10 @@ from lagjax.risk import (
 
 __all__ = [
     "Language", "RiskResult", "Trajectory", "all_of", "analysis", "any_of", "closed_form", "data",
-    "dynamics", "error_rate", "finite_sample", "fixed", "forward_counts", "forward_tokens",
+    "dynamics", "error_rate", "finite_sample", "fixed", "flow", "forward_counts", "forward_tokens",
     "geometric", "init_params", "languages", "lengths", "linalg", "metrics", "models",
-    "occurrence", "partition", "plans", "population_risk", "regimes", "regular", "risk",
+    "occurrence", "optimum", "partition", "plans", "population_risk", "regimes", "regular",
+    "risk",
     "risk_fn", "runner", "sampled_risk", "scaling", "shifted_poisson", "sweep", "task_train",
     "tasks", "train", "train_kqv", "validation", "xla_flags",
 ]

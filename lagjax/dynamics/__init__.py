@@ -6,7 +6,8 @@
 - `train`: plans on a language with exact population or empirical gradients;
 - `output_phase`: the output phase in closed form, the attention gradient at α = 0 (§4-5);
 - `closed_form`: the closed-form engine, O(1)-in-T plans;
-- `engines`: the engine contract (supports, build) over closed_form and train;
+- `flow`: plans as exact population gradient flow, solved by diffrax (lj.flow);
+- `engines`: the engine contract (supports, build) over closed_form, train and flow;
 - `task_train`: plans on sampled tasks;
 - `erf_train`: exact projected GD of the erf SLR model (section 7b);
 - `metrics`: attention-lag metrics of a trajectory (section 6).
@@ -16,6 +17,7 @@ from lagjax.dynamics import (
     closed_form,
     engines,
     erf_train,
+    flow,
     metrics,
     output_phase,
     plans,
@@ -25,5 +27,5 @@ from lagjax.dynamics import (
     trajectory,
 )
 
-__all__ = ["closed_form", "engines", "erf_train", "metrics", "output_phase", "plans", "runner",
-           "task_train", "train", "trajectory"]
+__all__ = ["closed_form", "engines", "erf_train", "flow", "metrics", "output_phase", "plans",
+           "runner", "task_train", "train", "trajectory"]
