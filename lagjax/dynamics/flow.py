@@ -208,8 +208,11 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
     # A coordinate no phase trains stays at θ0 exactly (the implicit solver's linear
     # solves would leave roundoff of ~1e-31 there, which the lag metrics would read as a move).
     trained = jnp.any(coordinate_rates > 0, axis=0)
-    t_end = solution.ts[-1]
-    y_end = jnp.where(trained, solution.ys[-1], y0)
+    # diffrax writes its saves in order and fills the unused ones with inf: after an event,
+    # the final save (t1=True) follows the last record time reached.
+    last = jnp.sum(jnp.isfinite(solution.ts)) - 1
+    t_end = solution.ts[last]
+    y_end = jnp.where(trained, solution.ys[last], y0)
     end_value, end_gradient = per_token_gradient(y_end)
     stopped = solution.result == diffrax.RESULTS.event_occurred
     solver_failed = ~((solution.result == diffrax.RESULTS.successful) | stopped)
