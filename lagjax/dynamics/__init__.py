@@ -10,7 +10,9 @@
 - `engines`: the engine contract (supports, build) over closed_form, train and flow;
 - `task_train`: plans on sampled tasks;
 - `erf_train`: exact projected GD of the erf SLR model (section 7b);
-- `metrics`: attention-lag metrics of a trajectory (section 6).
+- `metrics`: attention-lag metrics of a trajectory (section 6);
+- `sharpness`: the top eigenvalues of the risk's Hessian (section 5e);
+- `run_label`: the regime of a run from its risk curve (section 5e).
 """
 
 from lagjax.dynamics import (
@@ -21,11 +23,13 @@ from lagjax.dynamics import (
     metrics,
     output_phase,
     plans,
+    run_label,
     runner,
+    sharpness,
     task_train,
     train,
     trajectory,
 )
 
 __all__ = ["closed_form", "engines", "erf_train", "flow", "metrics", "output_phase", "plans",
-           "runner", "task_train", "train", "trajectory"]
+           "run_label", "runner", "sharpness", "task_train", "train", "trajectory"]
