@@ -19,6 +19,10 @@ XLA compilation cache persists across runs (experiments.common.start). Writes
   half-progress times of joint training;
 - table1.csv: the same, one row per (task, plan);
 - lag_curves.png: r_α(t), r_β(t) of joint training per task, bands over seeds.
+
+Your own language gets exact rows too, with no package edit: --config.language=path.json (an
+automaton file), module:function (a factory) or a registered family, alone with
+--config.tasks='()' (experiments/configs/table1.py, "Your own language").
 """
 
 from __future__ import annotations
@@ -49,7 +53,8 @@ def main(argv):
   config = _CONFIG.value
   table1_protocol.validate(config)  # before start(): it sets the XLA level that validate checks
   experiment = common.start(config, _WORKDIR.value,
-                            xla_optimization=config.xla_backend_optimization_level)
+                            xla_optimization=config.xla_backend_optimization_level,
+                            validate=table1_protocol.validate_language)
   distributed.initialize()
   shared = distributed.SharedChunks(os.path.join(_WORKDIR.value, "shared_chunks"))
   writer = jax.process_index() == 0  # every process computes every choice; one writes
@@ -58,6 +63,8 @@ def main(argv):
   blocks = [(name, attention) for name in config.tasks
             for attention in (*table1_protocol.attention_variants(config, name),
                               *(("exact",) if config.task_settings[name].exact else ()))]
+  if config.language:  # the user's language: exact rows only
+    blocks.append((table1_protocol.language_task(config), "exact"))
   begin = time.time()
 
   def compute(block):
@@ -140,7 +147,7 @@ def exact_rows(config, name, progress, shared):
   for plan_row, run in runs.items():
     diverged = bool(run.diverged)
     row = {"task": name, "attention": "exact", "plan": plan_row, "metric": "accuracy",
-           "optimizer": config.task_settings[name].optimizer,
+           "optimizer": table1_protocol.settings_of(config, name).optimizer,
            "step_sizes": chosen.chosen[plan_row].describe(), "grid": chosen.note(plan_row),
            "mean": "" if diverged else 1.0 - float(run.error[-1]), "std": 0.0,
            "loss_mean": "" if diverged else float(run.risk[-1]), "loss_std": 0.0,
@@ -251,6 +258,13 @@ def markdown_report(config, rows: list[dict], lengths: dict, elapsed: float) -> 
       model = f"{size}, {s.heads} head(s), {s.query} query, positions: {s.positional}"
     lines.append(f"| {name} | {s.optimizer} | {s.steps} | {tuple(s.eta_grid)} | {model} | "
                  f"{lengths[name]} |")
+  user = table1_protocol.language_task(config)
+  if user and any(row["task"] == user for row in rows):  # config.language's exact rows
+    s = table1_protocol.settings_of(config, user)
+    lang = table1_exact.language_and_theta0(user, config)[0]
+    lines.append(f"| {user} | {s.optimizer} | {s.steps} | {tuple(s.eta_grid)} | direct (α, β) "
+                 f"with CLS from 0, d = {lang.d}, {s.query} query, positions: {s.positional} | "
+                 f"{describe_law(lang.length)}, exact (no truncation) |")
   notes = [row for row in rows
            if row["grid"] and not row["plan"].endswith(table1_protocol.PER_PHASE)]
   if notes:

@@ -12,6 +12,10 @@ Models, each with the CLS token (α_cls, β_cls) that the transformer's direct a
 attends to: occurrence, OR, AND: the plain model on d = config.width letters (one head: for
 AND the sampled rows use two). Even pairs: the last-token query with first/last position
 tables on {0, 1}, the one-head model that can express first = last (docs/theory.md §2b).
+
+A user's language (config.language: a registered family, an automaton file or a factory,
+lj.languages.from_spec) gets the same rows under the name of its atlas row, with the model
+and schedule of config.task_settings.language.
 """
 
 from __future__ import annotations
@@ -27,20 +31,42 @@ from lagjax.models import direct
 
 
 def language_and_theta0(name: str, config):
-  """The task's language under its (untruncated) length law, and θ0 = 0 in its layout."""
+  """The task's language under its (untruncated) length law, and θ0 = 0 in its layout; for
+  the rows of config.language (table1_protocol.language_task), that language and θ0 = 0 in
+  the layout of task_settings.language."""
+  if name == table1_protocol.language_task(config):
+    lang = table1_protocol.user_language(config)
+    return lang, lj.init_params(lang.d, **_language_layout(config))
   task = tasks.get_task(name, **table1_protocol.task_options(name, config))
   lang = task.extras["language"]
   return lang, lj.init_params(lang.d, **tasks.spec(name).direct_layout)
 
 
+def _language_layout(config) -> dict:
+  """The direct layout of config.language's rows: CLS, and the settings' query and tables."""
+  settings = config.task_settings[table1_protocol.LANGUAGE_SETTINGS]
+  return {"cls": True, "query": settings.query, "positions": settings.positional}
+
+
 def describe_model(name: str, config) -> str:
-  """The exact rows' model of task `name`, from its layout in the task registry."""
+  """The exact rows' model of task `name`, from its layout in the task registry (for
+  config.language's rows: the language, its length law and spec, and its settings' layout)."""
+  if name == table1_protocol.language_task(config):
+    lang = language_and_theta0(name, config)[0]
+    return (f"{lang.describe()} under {lang.length} (config.language = {config.language!r}), "
+            + _describe_layout(_language_layout(config), lang.d))
   layout = dict(tasks.spec(name).direct_layout)
   d = config.width if "d" in tasks.options(name) else language_and_theta0(name, config)[0].d
-  if layout == {"cls": True}:
+  return _describe_layout(layout, d)
+
+
+def _describe_layout(layout: dict, d: int) -> str:
+  query, positions = layout.get("query", "cls"), layout.get("positions", "none")
+  if (query, positions) == ("cls", "none"):
     return f"plain (α, β) with CLS, one head, d = {d}"
-  return (f"{layout['query']}-token query, {layout['positions'].replace('_', '/')} tables, "
-          f"CLS, d = {d}")
+  tables = "no position tables" if positions == "none" else (
+      f"{positions.replace('_', '/')} tables")
+  return f"{query}-token query, {tables}, CLS, d = {d}"
 
 
 def make_exact_runner(lang, theta0, plan: lj.plans.Plan, steps: int, record_every: int):
@@ -59,7 +85,7 @@ def make_exact_runner(lang, theta0, plan: lj.plans.Plan, steps: int, record_ever
 def run_exact(config, name: str, progress=None, shared=None):
   """(Selection, {row: Trajectory}) for every row of task `name` under exact population GD; shared
   (experiments.distributed.SharedChunks) splits the chunks over processes."""
-  settings = config.task_settings[name]
+  settings = table1_protocol.settings_of(config, name)
   lang, theta0 = language_and_theta0(name, config)
   first = table1_protocol.candidate_plan(config, name, table1_protocol.candidates(config, name)[0])
   runner = make_exact_runner(lang, theta0, first, settings.steps,

@@ -27,13 +27,18 @@ import optax
 from absl import app
 
 import lagjax as lj
+from experiments import atlas_report
 from experiments import table1_selection as selection
 from experiments.table1_selection import PER_PHASE  # noqa: F401 (re-exported)
 from lagjax import models, tasks, validation
 from lagjax.dynamics.task_train import make_grid_runner
-from lagjax.models import slr, transformer
+from lagjax.models import direct, slr, transformer
 
 NUM_SLOTS = 3  # the longest plan (three_phase); shorter plans are padded
+# config.task_settings' block of config.language's exact rows, and its fields.
+LANGUAGE_SETTINGS = "language"
+LANGUAGE_FIELDS = ("d", "query", "positional", "optimizer", "steps", "eta_grid", "eta_cap",
+                   "select_by")
 
 # Tasks with exact rows (population GD by an exact route, experiments.table1_exact): the
 # language tasks of the task registry.
@@ -143,24 +148,7 @@ def validate(config) -> None:
     if settings.max_len is not None and not (validation.is_int(settings.max_len)
                                              and settings.max_len >= 1):
       _fail(f"{field}.max_len", "None (the task's default) or an integer >= 1", settings.max_len)
-    if settings.optimizer not in OPTIMIZERS:
-      _fail(f"{field}.optimizer", f"one of {tuple(OPTIMIZERS)}", settings.optimizer)
-    if not (validation.is_int(settings.steps) and settings.steps >= 4):
-      _fail(f"{field}.steps", "an integer >= 4 (three_phase needs T/4 >= 1)", settings.steps)
-    grid = settings.eta_grid
-    if not (isinstance(grid, tuple | list) and grid and all(
-        isinstance(eta, float | int) and math.isfinite(eta) and eta > 0 for eta in grid)):
-      _fail(f"{field}.eta_grid", "a non-empty tuple of finite step sizes > 0", grid)
-    cap = settings.eta_cap
-    if not (isinstance(cap, tuple | list) and len(cap) == 2 and all(
-        isinstance(eta, float | int) and math.isfinite(eta) and eta > 0 for eta in cap)
-            and cap[0] <= min(grid) and cap[1] >= max(grid)):
-      _fail(f"{field}.eta_cap", f"(low, high), finite step sizes > 0 with low <= min(eta_grid) "
-            f"and high >= max(eta_grid) = ({min(grid):g}, {max(grid):g}): the grid extends "
-            "within it", cap)
-    if settings.select_by not in selection.SELECT_BY:
-      _fail(f"{field}.select_by", f"one of {selection.SELECT_BY} (the other breaks ties)",
-            settings.select_by)
+    _check_schedule(field, settings)
     if settings.exact not in (True, False) or (settings.exact and name not in EXACT_TASKS):
       _fail(f"{field}.exact", f"True for a task with an exact route {EXACT_TASKS} or False",
             settings.exact)
@@ -169,6 +157,92 @@ def validate(config) -> None:
         _fail(f"{field}.k", "an integer >= 2", settings.k)
       if not (isinstance(settings.mean_length, float | int) and settings.mean_length > 1):
         _fail(f"{field}.mean_length", "a number > 1", settings.mean_length)
+  _check_language_block(config)
+
+
+def _check_schedule(field: str, settings) -> None:
+  """The optimizer, T, step-size grid, cap and selection key of a settings block."""
+  if settings.optimizer not in OPTIMIZERS:
+    _fail(f"{field}.optimizer", f"one of {tuple(OPTIMIZERS)}", settings.optimizer)
+  if not (validation.is_int(settings.steps) and settings.steps >= 4):
+    _fail(f"{field}.steps", "an integer >= 4 (three_phase needs T/4 >= 1)", settings.steps)
+  grid = settings.eta_grid
+  if not (isinstance(grid, tuple | list) and grid and all(
+      isinstance(eta, float | int) and math.isfinite(eta) and eta > 0 for eta in grid)):
+    _fail(f"{field}.eta_grid", "a non-empty tuple of finite step sizes > 0", grid)
+  cap = settings.eta_cap
+  if not (isinstance(cap, tuple | list) and len(cap) == 2 and all(
+      isinstance(eta, float | int) and math.isfinite(eta) and eta > 0 for eta in cap)
+          and cap[0] <= min(grid) and cap[1] >= max(grid)):
+    _fail(f"{field}.eta_cap", f"(low, high), finite step sizes > 0 with low <= min(eta_grid) "
+          f"and high >= max(eta_grid) = ({min(grid):g}, {max(grid):g}): the grid extends "
+          "within it", cap)
+  if settings.select_by not in selection.SELECT_BY:
+    _fail(f"{field}.select_by", f"one of {selection.SELECT_BY} (the other breaks ties)",
+          settings.select_by)
+
+
+def _check_language_block(config) -> None:
+  """config.language's spec form, its rows' name and its settings (the language itself is
+  built by validate_language, once float64 is on)."""
+  if not isinstance(config.language, str):
+    _fail("language", "a language spec, 'name[:args]', 'path.json' or 'module:function' "
+          "(lj.languages.from_spec), or '' for none", config.language)
+  if not config.language:
+    return
+  name = language_task(config)
+  if name in config.tasks:
+    _fail("language", f"a language whose rows are not named like a task of config.tasks "
+          f"(they would be named {name!r}): rename the file or the function, or drop {name!r} "
+          "from config.tasks", config.language)
+  field = f"task_settings.{LANGUAGE_SETTINGS}"
+  if LANGUAGE_SETTINGS not in config.task_settings:
+    _fail("task_settings", f"a block {LANGUAGE_SETTINGS!r} with the fields {LANGUAGE_FIELDS} "
+          "when config.language is set", sorted(config.task_settings))
+  settings = config.task_settings[LANGUAGE_SETTINGS]
+  for key in LANGUAGE_FIELDS:
+    if key not in settings:
+      _fail(field, f"a block with the fields {LANGUAGE_FIELDS}", sorted(settings))
+  if settings.d is not None and not (validation.is_int(settings.d) and settings.d >= 2):
+    _fail(f"{field}.d", "None (the language's own alphabet size) or an integer >= 2",
+          settings.d)
+  if settings.query not in direct.QUERIES:
+    _fail(f"{field}.query", f"one of {direct.QUERIES}", settings.query)
+  if settings.positional not in direct.POSITIONS:
+    _fail(f"{field}.positional", f"one of {direct.POSITIONS}", settings.positional)
+  _check_schedule(field, settings)
+
+
+def language_task(config) -> str | None:
+  """The task column of config.language's exact rows, named like its atlas row: the file's
+  stem, the factory's function, 'tomita_3' for 'tomita:3'; None without config.language."""
+  return atlas_report.language_name(config.language) if config.language else None
+
+
+def settings_of(config, name: str):
+  """The settings block of task `name`, or task_settings.language for the rows of
+  config.language (name == language_task(config))."""
+  if config.language and name == language_task(config):
+    return config.task_settings[LANGUAGE_SETTINGS]
+  return config.task_settings[name]
+
+
+def user_language(config):
+  """config.language built by lj.languages.from_spec at task_settings.language.d (None: its
+  own alphabet size)."""
+  d = config.task_settings[LANGUAGE_SETTINGS].d
+  try:
+    return lj.languages.from_spec(config.language, d)
+  except (ValueError, TypeError) as error:
+    hint = (" (a family or factory that takes an alphabet size needs "
+            "--config.task_settings.language.d)" if d is None and "'d'" in str(error) else "")
+    raise ValueError(f"config.language: {error}{hint}") from None
+
+
+def validate_language(config):
+  """config.language's language, built once float64 is on (experiments.common.start's
+  validate); None without one. A spec that does not build is one line naming the field."""
+  return user_language(config) if config.language else None
 
 
 def task_options(name: str, config) -> dict:
@@ -248,7 +322,7 @@ def make_plan(name: str, etas: dict, steps: int, optimizer: str,
 def candidate_plan(config, name: str, candidate) -> lj.plans.Plan:
   """The plan of a candidate of task `name`: its step sizes, the task's T and optimizer, the
   config's phase fractions."""
-  settings = config.task_settings[name]
+  settings = settings_of(config, name)
   return make_plan(candidate.plan_name, candidate.etas(), settings.steps, settings.optimizer,
                    tuple(config.phase_fractions.get(candidate.plan_name, ())))
 
@@ -272,7 +346,7 @@ def table_rows(config) -> list[str]:
 
 def candidates(config, name: str) -> list[selection.Candidate]:
   """The candidates of task `name` on its first grid (before any bracketing)."""
-  grid = config.task_settings[name].eta_grid
+  grid = settings_of(config, name).eta_grid
   return selection.candidates({p: grid for p in plan_names(config)},
                               config.attention_multipliers)
 

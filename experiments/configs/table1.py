@@ -49,6 +49,18 @@ plans, phase fractions, T and grids (experiments/table1_exact.py): no seeds. Eve
 pairs has them too, by the transfer route: its 39 candidates at T = 2000 take 45 s on this
 2-core CPU (CHANGELOG.md, version 3).
 
+Your own language (`language`). A language spec of lj.languages.from_spec: a registered
+family ('tomita:3'), an automaton file 'path.json' (transitions, accepting, start, pi, name)
+or a factory 'module:function' on the Python path; "" for none. It gets exact rows, beside
+the tasks' (or alone, with --config.tasks='()'), named like its atlas row (the file's stem,
+the function's name): the direct (α, β) model with CLS from θ0 = 0 by exact population GD on
+the route "auto" picks (the transfer route for an automaton), with the plans, phase fractions
+and the selection rule of the other rows, and the settings of `task_settings.language`: `d`
+(None: the language's own alphabet size; an integer for a family or factory that takes one),
+the model's `query` ("cls" or "last") and `positional` ("none" or "first_last") tables, and
+the optimizer, T and step-size grid as for a task. Its length law is the language's own
+(lj.regular's balanced geometric law for a file); a factory can set another.
+
 Phase lengths (`phase_fractions`): three_phase T/4 output, T/4 attention, T/2 output;
 attention_first T/2 attention, T/2 output; the others T.
 Every plan of a (task, attention) runs through one compiled runner, in blocks of
@@ -69,6 +81,14 @@ import ml_collections
 
 LANGUAGE_GRID = (0.3, 1.0, 3.0, 10.0)
 LANGUAGE_CAP = (0.01, 100.0)  # the grid extends by its ratio (3.33) within these bounds
+
+
+def _language_settings() -> ml_collections.ConfigDict:
+  """The settings of config.language's exact rows (a direct model, no sampled fields)."""
+  return ml_collections.ConfigDict(dict(
+      d=ml_collections.FieldReference(None, field_type=int), query="cls", positional="none",
+      optimizer="sgd", steps=1000, eta_grid=LANGUAGE_GRID, eta_cap=LANGUAGE_CAP,
+      select_by="loss"))
 
 
 def _settings(**fields) -> ml_collections.ConfigDict:
@@ -119,7 +139,10 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
                               optimizer="adam", eta_grid=(0.001, 0.003, 0.01),
                               eta_cap=(1e-4, 0.1)),
       "slr": _settings(model="slr", steps=1000, eta_grid=(0.01, 0.03, 0.1), eta_cap=(1e-3, 1.0)),
+      "language": _language_settings(),   # config.language's exact rows
   })
+  # A language spec (lj.languages.from_spec): 'name[:args]', 'path.json' or 'module:function'.
+  config.language = ""
   if variant == "quick":
     from experiments import table1_protocol  # the one place the smoke settings live
     table1_protocol.quick(config)

@@ -1,6 +1,7 @@
 """Table 1's final form (issue 19): selection on the held-out loss, grids that bracket, the
 count form, exact rows, and the binary in one process and split over two."""
 
+import json
 import math
 import os
 import subprocess
@@ -269,6 +270,126 @@ def test_an_exact_row_equals_lj_train(name):
   if "attention_only" in runs:
     # Attention alone from θ0 = 0 never moves (β = 0 kills its gradient): the risk stays ½.
     np.testing.assert_allclose(runs["attention_only"].risk[-1], 0.5, rtol=0, atol=1e-12)
+
+
+# --- a user's language: exact rows from config.language ------------------------------------
+
+# Ends in 1 over {0, 1}: the last letter read is the state (P(y = +1) = ½ at every length).
+ENDS_IN_ONE = {"transitions": [[0, 1], [0, 1]], "accepting": [1], "start": 0, "pi": [0.5, 0.5]}
+
+
+def _language_config(spec, **language_settings):
+  """The quick config with only config.language's rows: two plans, T = 12, one η."""
+  from experiments.configs import table1 as table1_configs
+  config = table1_configs.get_config("quick")
+  with config.unlocked():
+    config.tasks = ()
+    config.plans = ("joint", "output_only")
+    config.language = spec
+    config.task_settings.language.update(steps=12, **language_settings)
+  return config
+
+
+def test_a_user_language_names_its_rows_and_model(tmp_path):
+  """A JSON automaton gets rows named after the file (like its atlas row), built by
+  lj.languages.from_spec at its own alphabet size, with θ0 = 0 in the settings' layout."""
+  from experiments import table1_exact
+  from experiments import table1_protocol as protocol
+  (tmp_path / "ends_in_one.json").write_text(json.dumps(ENDS_IN_ONE))
+  config = _language_config(str(tmp_path / "ends_in_one.json"), query="last")
+  protocol.validate(config)
+  assert protocol.language_task(config) == "ends_in_one"
+  assert protocol.settings_of(config, "ends_in_one").steps == 12
+  lang, theta0 = table1_exact.language_and_theta0("ends_in_one", config)
+  assert lang.describe() == "ends_in_one(d=2, states=2)"
+  assert lj.models.direct.layout(theta0) == lj.models.direct.Layout(True, "last", "none")
+  assert table1_exact.describe_model("ends_in_one", config).endswith(
+      "last-token query, no position tables, CLS, d = 2")
+  assert protocol.candidates(config, "ends_in_one")[0].eta_out == 1.0   # its own grid
+
+
+@pytest.mark.parametrize("spec, settings, message", [
+    ("nosuch.json", {}, r"^config\.language: language file '.*nosuch\.json' does not exist\.$"),
+    ("no_such_module:f", {}, r"^config\.language: language 'no_such_module:f': module "
+                             r"'no_such_module' does not import"),
+    ("occurrence", {}, r"^config\.language: language 'occurrence' does not take these "
+                       r"arguments .*; its signature is .* \(a family or factory that takes an "
+                       r"alphabet size needs --config\.task_settings\.language\.d\)$"),
+    ("ends_in_one.json", {"d": 3}, r"^config\.language: language '.*ends_in_one\.json' has "
+                                   r"alphabet size 2; got d = 3\.$"),
+])
+def test_a_bad_user_language_is_one_line(tmp_path, spec, settings, message):
+  """A spec that does not build is refused before any compute, in one line naming the field."""
+  from experiments import table1_protocol as protocol
+  (tmp_path / "ends_in_one.json").write_text(json.dumps(ENDS_IN_ONE))
+  config = _language_config(str(tmp_path / spec) if spec.endswith(".json") else spec,
+                            **settings)
+  protocol.validate(config)   # the form of the fields is right
+  with pytest.raises(ValueError, match=message) as error:
+    protocol.validate_language(config)
+  assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("override, message", [
+    (dict(eta_grid=(-1.0,)), r"^config\.task_settings\.language\.eta_grid must be a "
+                             r"non-empty tuple of finite step sizes > 0"),
+    (dict(language="occurrence", tasks=("occurrence",)),
+     r"^config\.language must be a language whose rows are not named like a task of "
+     r"config\.tasks \(they would be named 'occurrence'\)"),
+    (dict(query="first"), r"^config\.task_settings\.language\.query must be one of "
+                          r"\('cls', 'last'\); got 'first'\.$"),
+    (dict(positional="learned"), r"^config\.task_settings\.language\.positional must be one "
+                                 r"of \('none', 'first_last'\)"),
+    (dict(d=1), r"^config\.task_settings\.language\.d must be None"),
+    (dict(steps=2), r"^config\.task_settings\.language\.steps must be an integer >= 4"),
+])
+def test_a_bad_language_block_names_the_field(override, message):
+  from absl import app
+
+  from experiments import table1_protocol as protocol
+  config = _language_config("tomita:3")
+  with config.unlocked():
+    for key, value in override.items():
+      if key in ("language", "tasks"):
+        config[key] = value
+      else:
+        config.task_settings.language[key] = value
+  with pytest.raises(app.UsageError, match=message):
+    protocol.validate(config)
+
+
+@pytest.mark.slow  # starts the binary (about 20 s)
+def test_the_binary_gives_a_json_language_exact_rows(tmp_path):
+  """--config.language=path.json on the quick config, alone (--config.tasks='()'): the rows
+  are named after the file, and the joint row is lj.train on the same language and plan
+  (final risk and 0-1 error to 1e-12: the same loop); a spec that does not build stops the
+  binary in one line with exit status 2, before any output."""
+  import csv
+  import io
+  (tmp_path / "ends_in_one.json").write_text(json.dumps(ENDS_IN_ONE))
+  command = [sys.executable, "-m", "experiments.table1", "--config",
+             str(REPO / "experiments/configs/table1.py") + ":quick", "--config.tasks=()",
+             "--config.plans=('joint', 'output_only')",
+             "--config.task_settings.language.steps=12", "--workdir", str(tmp_path / "out")]
+  result = subprocess.run(command + [f"--config.language={tmp_path / 'ends_in_one.json'}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "table1.csv").read_text())))
+  assert [(row["task"], row["attention"], row["plan"]) for row in rows] == [
+      ("ends_in_one", "exact", "joint"), ("ends_in_one", "exact", "output_only")]
+  lang = lj.languages.from_spec(str(tmp_path / "ends_in_one.json"))
+  alone = lj.train(lang, lj.plans.joint(1.0, 12), lj.init_params(2, cls=True),
+                   record_every=12 // 4)
+  assert abs(float(rows[0]["loss_mean"]) - float(alone.risk[-1])) < 1e-12
+  assert abs(float(rows[0]["mean"]) - (1.0 - float(alone.error[-1]))) < 1e-12
+  assert "ends_in_one(d=2, states=2)" in (tmp_path / "out" / "table1.md").read_text()
+  bad = subprocess.run(command[:-2] + ["--workdir", str(tmp_path / "bad"),
+                                       "--config.language=nosuch.json"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert bad.returncode == 2
+  assert (bad.stdout + bad.stderr).strip() == (
+      "table1.py: error: config.language: language file 'nosuch.json' does not exist.")
+  assert not (tmp_path / "bad" / "table1.csv").exists()
 
 
 # --- the binary, in one process and in two -------------------------------------------------
