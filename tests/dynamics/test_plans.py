@@ -370,3 +370,16 @@ def test_a_step_size_that_is_not_a_number_is_refused(eta):
   with pytest.raises(ValueError, match=r"Phase eta \(step size\) must be a finite real"):
     lj.plans.joint(eta, 10)
   assert lj.plans.joint(1, 10).phases[0].eta == 1.0
+
+
+def test_phase_stores_the_checked_step_size_and_an_integral_step_count():
+  """Phase keeps the step size as check_real returns it, a Python float (a NumPy float32
+  would otherwise stay strongly typed in the update), and an integral float step count as an
+  int, 2.0 -> 2, and names its steps field (issue 34's mutation campaign)."""
+  phase = Phase("output", np.float32(0.5), 2.0)
+  assert type(phase.eta) is float and phase.eta == 0.5
+  assert type(phase.steps) is int and phase.steps == 2
+  schedule = optax.constant_schedule(0.5)
+  assert Phase("output", schedule, 2).eta is schedule  # a schedule is kept, not checked as a number
+  with pytest.raises(ValueError, match=r"^Phase steps must be an integer >= 1; got 0\.$"):
+    Phase("output", 1.0, 0)

@@ -356,3 +356,40 @@ def test_count_check_refuses_strings_and_bools(value):
   """A count (steps, seeds) given as a string, a bool or a fractional float is refused."""
   with pytest.raises(ValueError, match=r"^steps must be an integer >= 1; got "):
     lj.validation.check_int("steps", value, 1, integral_floats=True)
+
+
+def test_check_real_bounds_are_inclusive_unless_strict():
+  """check_real accepts a value equal to its minimum or maximum unless strict / strict_max,
+  and its message writes each bound as it applies (issue 34's mutation campaign: the
+  inclusive bounds, strict_max's default and the '<=' of the message were unchecked)."""
+  check = lj.validation.check_real
+  assert check("p", 0.0, minimum=0.0) == 0.0
+  assert check("p", 1.0, maximum=1.0) == 1.0
+  assert check("p", 1.0, minimum=0.0, maximum=1.0) == 1.0
+  with pytest.raises(ValueError, match=r"^p must be a finite real >= 0 and <= 1; got 1\.5\.$"):
+    check("p", 1.5, minimum=0.0, maximum=1.0)
+  with pytest.raises(ValueError, match=r"^p must be a finite real > 0 and < 1; got 1\.0\.$"):
+    check("p", 1.0, minimum=0.0, strict=True, maximum=1.0, strict_max=True)
+  with pytest.raises(ValueError, match=r"^p must be a finite real; got inf\.$"):
+    check("p", math.inf)
+
+
+@pytest.mark.parametrize("value", [None, [1.0], {"eta": 1.0}, object()])
+def test_check_real_refuses_what_float_cannot_read(value):
+  """A value float() refuses (None, a list, a dict) is a ValueError in one line, not the
+  TypeError of comparing it with a bound (issue 34's mutation campaign)."""
+  with pytest.raises(ValueError, match=r"^eta must be a finite real >= 0; got ") as raised:
+    lj.validation.check_real("eta", value, minimum=0.0)
+  assert "\n" not in str(raised.value)
+
+
+def test_check_keys_names_every_missing_key_and_sorts_mixed_unknown_keys():
+  """check_keys lists every missing key, comma-separated in the required order, and sorts
+  unknown keys of mixed types by their repr (sorting 0 with 'gamma' raises TypeError)
+  (issue 34's mutation campaign)."""
+  with pytest.raises(ValueError, match=r"^params is missing keys: 'alpha', 'beta'; it must "
+                                       r"have the keys 'alpha', 'beta'\.$"):
+    lj.validation.check_keys("params", {}, ("alpha", "beta"))
+  with pytest.raises(ValueError, match=r"^params has unknown keys: 'gamma', 0; allowed: the "
+                                       r"keys 'alpha' \(optional: 'beta'\)\.$"):
+    lj.validation.check_keys("params", {"alpha": 1, 0: 3, "gamma": 2}, ("alpha",), ("beta",))
