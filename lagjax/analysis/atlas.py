@@ -31,7 +31,7 @@ from lagjax.data import languages, lengths
 from lagjax.dynamics import metrics, plans, runner
 from lagjax.models import direct
 from lagjax.risk import automaton as automaton_lib
-from lagjax.risk import quadrature, transfer
+from lagjax.risk import coverage, quadrature, transfer
 
 LAYOUTS = {"cls": direct.Layout(), "cls+first_last": direct.Layout(positions="first_last"),
            "last": direct.Layout(query="last"),
@@ -57,7 +57,9 @@ class Settings:
     record_every: record the risk and the parameters every this many steps.
     starts: L-BFGS starts for the best risk (zero, then starts - 1 draws from N(0, 1)).
     iterations: L-BFGS iterations per start.
-    extra_points: quadrature nodes beyond one window (scores spread up to extra_points·h).
+    extra_points: quadrature nodes beyond one window that the first grid holds (the
+      smallest grid of risk/coverage.py's ladder that does); where θ needs more, the
+      stage runs again on a larger grid of the ladder.
     epsilon: τ_ε is the first step with R <= best risk + epsilon (§6b).
 
   Raises:
@@ -197,35 +199,44 @@ def plan_grid(settings: Settings):
       lambda *leaves: jnp.stack(leaves), *data)
 
 
-def _risk_fn(automaton, p, left, width, num_points):
-  law = geometric(p)
+def _risk_fn(automaton, p, left, num_points):
+  """(risk, nodes needed) by the transfer route's own report (transfer.report_fn) on the
+  padded arrays: NaN, value and gradient, where the grid does not cover θ (§3a, §3d)."""
+  report = transfer.report_fn(automaton, geometric(p), step=quadrature.STEP, left=left,
+                              width=quadrature.window_width(None, quadrature.STEP, left),
+                              num_points=num_points)
 
-  def report(params):
-    mean_f, mean_f2, _, covered = transfer.moments(params, automaton, law, step=quadrature.STEP,
-                                                   left=left, width=width,
-                                                   num_points=num_points)
-    return transfer.squared_risk_of(mean_f, mean_f2)[0], covered
+  def risk_and_needed(params):
+    out = report(params)
+    return out["risk"], out["grid_points_needed"]
 
-  return report
+  return risk_and_needed
 
 
-@functools.partial(jax.jit, static_argnames=("layout", "settings", "left"))
-def _train_all(automaton, p, data, *, layout, settings, left):
+def _resized(stage, windows: int, settings: Settings, left: float, needed_of):
+  """stage(num_points) on the smallest grid of the ladder (risk/coverage.py) holding one
+  window plus settings.extra_points nodes, re-sized while a run stopped because of it."""
+  first = coverage.size_covering(None, quadrature.window_width(None, quadrature.STEP, left)
+                                 + settings.extra_points, windows, left=left)
+  return coverage.resize(stage, None, windows, stopped_at=needed_of, left=left,
+                         num_points=first or coverage.ladder(None, windows, left=left)[-1])
+
+
+@functools.partial(jax.jit, static_argnames=("layout", "settings", "left", "num_points"))
+def _train_all(automaton, p, data, *, layout, settings, left, num_points):
   """Records of every (language, plan entry): risk, attention and output vectors (L, P, R,
-  ...), grid coverage and divergence."""
-  width = quadrature.window_width(None, quadrature.STEP, left)
-  num_points = width + settings.extra_points
+  ...), the grid nodes each state needs and divergence."""
   size = automaton.letters.shape[1]
   labels = functools.partial(models.group_labels, direct.PARAM_GROUPS)
 
   def one(automaton, p, data):
     # Jitted, so the risk is traced once for its gradient and its record (same values).
-    report = jax.jit(_risk_fn(automaton, p, left, width, num_points))
+    report = jax.jit(_risk_fn(automaton, p, left, num_points))
     value_and_grad = jax.value_and_grad(lambda params: report(params)[0])
 
     def record(params):
-      risk, covered = report(params)
-      return {"risk": risk, "covered": covered, "alpha": direct.attention_vector(params),
+      risk, needed = report(params)
+      return {"risk": risk, "needed": needed, "alpha": direct.attention_vector(params),
               "beta": direct.output_vector(params)}
 
     loop = runner.make_loop(SLOTS, labels, lambda key: (lambda params, t, phase:
@@ -240,34 +251,47 @@ def _train_all(automaton, p, data, *, layout, settings, left):
   return jax.vmap(over_plans, in_axes=(0, 0, None))(automaton, p, data)
 
 
-@functools.partial(jax.jit, static_argnames=("layout", "settings", "left"))
-def _best_risk(automaton, p, key, *, layout, settings, left):
-  """Min over L-BFGS starts of the risk reached, and ‖∇R‖ there, per language (L,)."""
-  width = quadrature.window_width(None, quadrature.STEP, left)
-  num_points = width + 2 * settings.extra_points
+@functools.partial(jax.jit, static_argnames=("layout", "settings", "left", "num_points"))
+def _best_risk(automaton, p, key, *, layout, settings, left, num_points):
+  """Min over L-BFGS starts of the risk reached, ‖∇R‖ there, and the most grid nodes an
+  iterate whose risk was NaN needed (0 if none was), per language (L,)."""
   size = automaton.letters.shape[1]
   zero = direct.zero_params(size, layout)
+  points_needed = coverage.needed_fn(None, left=left)
 
   def one(automaton, p, key):
     # Jitted, so the risk is traced once for L-BFGS's many calls (the same values; it
     # halves the tracing of this program).
-    risk = jax.jit(lambda params: _risk_fn(automaton, p, left, width, num_points)(params)[0])
+    report = jax.jit(_risk_fn(automaton, p, left, num_points))
+
+    def risk(params):
+      return report(params)[0]
+
     solver = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(risk)
 
+    def grid_stop(value, params):
+      """The nodes an iterate with finite params but a NaN risk needs (else 0): the grid
+      stopped L-BFGS there (later iterates may be NaN themselves)."""
+      finite_params = jnp.all(jnp.array([jnp.all(jnp.isfinite(leaf))
+                                         for leaf in jax.tree_util.tree_leaves(params)]))
+      return jnp.where(jnp.isfinite(value) | ~finite_params, 0.0, points_needed(params))
+
     def minimize(start):
       def step(carry, _):
-        params, state = carry
+        params, state, stop = carry
         value, grad = value_and_grad(params, state=state)
         updates, state = solver.update(grad, state, params, value=value, grad=grad,
                                        value_fn=risk)
-        return (optax.apply_updates(params, updates), state), None
+        stop = jnp.maximum(stop, grid_stop(value, params))
+        return (optax.apply_updates(params, updates), state, stop), None
 
-      (params, _), _ = jax.lax.scan(step, (start, solver.init(start)), None,
-                                    settings.iterations)
+      (params, _, stop), _ = jax.lax.scan(step, (start, solver.init(start), 0.0), None,
+                                          settings.iterations)
       value, grad = jax.value_and_grad(risk)(params)
       norm = jnp.sqrt(sum(jnp.sum(g ** 2) for g in jax.tree_util.tree_leaves(grad)))
-      return jnp.where(jnp.isfinite(value), value, jnp.inf), norm
+      stop = jnp.maximum(stop, grid_stop(value, params))
+      return jnp.where(jnp.isfinite(value), value, jnp.inf), norm, stop
 
     def draw(start_key):
       return {name: jax.random.normal(jax.random.fold_in(start_key, i), value.shape)
@@ -275,9 +299,9 @@ def _best_risk(automaton, p, key, *, layout, settings, left):
 
     draws = jax.vmap(draw)(jax.random.split(key, settings.starts - 1))
     starts = jax.tree_util.tree_map(lambda z, d: jnp.concatenate([z[None], d]), zero, draws)
-    values, norms = jax.vmap(minimize)(starts)
+    values, norms, needed = jax.vmap(minimize)(starts)
     best = jnp.argmin(values)
-    return values[best], norms[best]
+    return values[best], norms[best], needed.max()
 
   keys = jax.random.split(key, p.shape[0])
   return jax.vmap(one)(automaton, p, keys)
@@ -332,20 +356,29 @@ def run(langs, layout: direct.Layout, settings: Settings = Settings(), progress=
   progress(0, 2)
   # Each stage is waited for before it is reported: JAX dispatches asynchronously, so an
   # unwaited stage would be reported done at once and the run look finished while it computes.
-  best, grad_norm = jax.block_until_ready(_best_risk(
-      automata.automaton, automata.p, jax.random.key(1), layout=layout, settings=settings,
-      left=automata.left))
+  # Both stages run on the transfer route's report, each re-sized on the ladder of
+  # risk/coverage.py while a start or a run stopped because of its grid (§3a).
+  windows = coverage.windows(automata.d, layout)
+  best, grad_norm, _ = jax.block_until_ready(_resized(
+      lambda num_points: _best_risk(automata.automaton, automata.p, jax.random.key(1),
+                                    layout=layout, settings=settings, left=automata.left,
+                                    num_points=num_points),
+      windows, settings, automata.left, lambda out: float(np.max(out[2]))).result)
   progress(1, 2)
-  records, diverged = jax.block_until_ready(_train_all(
-      automata.automaton, automata.p, data, layout=layout, settings=settings,
-      left=automata.left))
+  trained = _resized(
+      lambda num_points: _train_all(automata.automaton, automata.p, data, layout=layout,
+                                    settings=settings, left=automata.left,
+                                    num_points=num_points),
+      windows, settings, automata.left,
+      lambda out: float(np.max(out[0]["needed"])))
+  records, diverged = jax.block_until_ready(trained.result)
   progress(2, 2)
   risk = np.asarray(records["risk"])                                   # (L, P, R)
   final = np.where(np.asarray(diverged), np.inf, risk[..., -1])
   best = np.minimum(np.asarray(best), np.nanmin(np.where(np.isfinite(risk), risk, np.inf),
                                                 axis=(1, 2)))
   rows = {"best_risk": best, "best_grad_norm": np.asarray(grad_norm),
-          "grid_covered": np.asarray(records["covered"]).all(axis=(1, 2))}
+          "grid_covered": (np.asarray(records["needed"]) <= trained.num_points).all(axis=(1, 2))}
   steps = np.asarray(records["steps"])[0, 0]
   for name in PLAN_NAMES:
     index = np.array([i for i, (plan, _) in enumerate(entries) if plan == name])

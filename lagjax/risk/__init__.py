@@ -8,8 +8,8 @@ transfer (§3d, transfer.py), and the 0-1 error routes threshold (§3b, threshol
 automaton (§3d, automaton_error.py). Their shared pieces: the quadrature in x = log t
 (quadrature.py), the automaton's arrays (automaton.py) and the layout's entry table
 (entries.py). coverage.py holds the coverage rule of the quadrature and the one way a
-consumer re-sizes its grid. `risk_fn` builds a route once and returns a `Route` whose `risk(params)` is
-jittable and differentiable; `population_risk`, `exact_error`, `error_rate` and
+consumer re-sizes its grid. `risk_fn` builds a route once and returns a `Route` whose
+`risk(params)` is jittable and differentiable; `population_risk`, `exact_error`, `error_rate` and
 `sampled_risk` (evaluate.py) are the eager conveniences; moments.py gives the moments (H, g)
 and error.py the 0-1 error of records. erf_gaussian.py is the exact risk of the erf model
 on the Gaussian SLR task (§7b).

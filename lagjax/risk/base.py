@@ -85,7 +85,9 @@ class RouteSpec(abc.ABC):
     exact (bool): exact (with a certified or quadrature bound) rather than a Monte Carlo
       estimate; only exact routes are taken by "auto".
     quadrature (bool): it integrates in x = log t on the merged windows of
-      risk/quadrature.py, so the eager conveniences size its grid to θ (num_points).
+      risk/quadrature.py, so the eager conveniences size its grid to θ (num_points), it
+      gives NaN where its grid does not cover θ, and consumers re-size the grid along
+      risk/coverage.py's ladder.
 
   Example:
     >>> spec = lj.risk.ROUTES["laplace"]

@@ -122,13 +122,15 @@ def needed(lang: languages.Language, params, *, step: float = quadrature.STEP) -
   return quadrature.points_needed(lang, params, step)
 
 
-def needed_fn(lang: languages.Language, *, step: float = quadrature.STEP):
+def needed_fn(lang: languages.Language | None, *, step: float = quadrature.STEP,
+              left: float | None = None):
   """params -> the lattice points they need, jittable: `needed` inside a compiled consumer
   (e.g. at the state where a run stopped; §3a).
 
   Args:
-    lang: the language.
+    lang: the language; None when left is given.
     step: the lattice step h.
+    left: the windows' left extent; None for quadrature.window_left(lang).
 
   Returns:
     fn(params of any layout, grouped or per token) -> a float scalar (inf where no grid is
@@ -140,7 +142,8 @@ def needed_fn(lang: languages.Language, *, step: float = quadrature.STEP):
     >>> float(fn({"alpha": jnp.array([0.0, -100.0]), "beta": jnp.zeros(2)}))
     352.0
   """
-  left, width = quadrature.window_left(lang), quadrature.window_width(lang, step)
+  left = quadrature.window_left(lang) if left is None else left
+  width = quadrature.window_width(lang, step, left)
 
   def fn(params):
     scores = entries.entry_table(params)[0]

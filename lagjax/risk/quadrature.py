@@ -12,6 +12,11 @@ right = 4.5 leaves exp(-e^{4.5}) < 1e-39. The integrand is analytic in the strip
 (`merged_windows`), so gaps between far-apart score clusters cost nothing. The Laplace route
 (§3a) and the transfer route (§3d) share this module; a route that integrates here declares
 `quadrature = True`, and the eager conveniences size its grid with `points_needed`.
+
+Coverage: the grid has a static number of nodes. Where θ's windows need more, or lie beyond
+MAX_INDEX lattice steps (where the nodes stop being exact lattice points), the route
+multiplies what it returns by `nan_unless_covered`: NaN, value and gradient, never a finite
+wrong number. risk/coverage.py holds the ladder of grid sizes consumers re-size along.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from lagjax.data import languages
-from lagjax.dynamics import engines, plans, runner
+from lagjax.dynamics import engines, plans, runner, train
 from lagjax.models import direct
-from lagjax.risk import error
+from lagjax.risk import ROUTES, coverage, error, resolve_route
 from lagjax.sweep.table import GroupKey
 
 OUTPUTS = ("final_risk", "error", "margin", "lag_gap", "diverged", "diverged_step")
@@ -50,10 +50,13 @@ class Evaluator(NamedTuple):
   """One static group's evaluator (§5b): evaluate(etas, seed) on the engines' record grid.
 
   Attributes:
-    evaluate: (etas (P,), seed) -> dict of OUTPUTS and "risk_path" (R,) at record_steps;
-      jittable and vmappable.
+    evaluate: (etas (P,), seed) -> dict of OUTPUTS, "risk_path" (R,) at record_steps and
+      "grid_needed", the quadrature nodes the final state needs (more than num_points:
+      the run stopped because of its grid, §3a); jittable and vmappable.
     engine: the engine's name, "closed_form" or "steps" (lagjax/dynamics/engines.py).
     record_steps: (R,) the record grid, runner.record_grid(T, K).
+    num_points: the static quadrature grid of the steps engine's route (risk/coverage.py),
+      or None (the engine's default, or a route without a grid).
 
   Example:
     >>> key = lj.sweep.GroupKey("output_only", d=3, steps=2, n_samples=0)
@@ -65,11 +68,13 @@ class Evaluator(NamedTuple):
   evaluate: Callable
   engine: str  # the engine's name (lagjax/dynamics/engines.py)
   record_steps: np.ndarray
+  num_points: int | None = None
 
 
 def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squared",
                    route: str = "auto", num_records: int = 64,
-                   max_risk: float = runner.MAX_VALUE) -> Evaluator:
+                   max_risk: float = runner.MAX_VALUE,
+                   num_points: int | None = None, engine: str = "auto") -> Evaluator:
   """The evaluator of one static group, through the engine contract of §5b.
 
   The closed form where it supports the plan, else the step-by-step loop
@@ -84,6 +89,9 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
     route: the risk route ("auto", "laplace", "lattice", ...; §3).
     num_records: K of the record grid.
     max_risk: the divergence cap.
+    num_points: the static quadrature grid of the steps engine (risk/coverage.py); None
+      for coverage.default_size where its route has a grid.
+    engine: "auto" (closed form, else steps), or an engine of engines.ENGINES ("flow").
 
   Returns:
     An Evaluator.
@@ -97,10 +105,17 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
     >>> round(float(path[0]), 6), bool(path[2] < path[1] < path[0]), bool(out["diverged"])
     (0.5, True, False)
   """
-  evaluation = engines.build(lang, make_plan(key.plan, key.steps, key.n_samples), loss=loss,
-                             route=route, num_records=num_records, max_risk=max_risk)
+  plan = make_plan(key.plan, key.steps, key.n_samples)
+  if num_points is None and grid_route(lang, plan, loss, route):
+    partition = train.choose_partition(lang, direct.zero_params(lang.d), plan, "auto")
+    num_points = coverage.default_size(lang, coverage.windows(partition.num_groups))
+  evaluation = engines.build(lang, plan, loss=loss, route=route, num_records=num_records,
+                             max_risk=max_risk, num_points=num_points, engine=engine)
+  if evaluation.engine != "steps":
+    num_points = None
   error_report, _ = error.best_route(lang, evaluation.partition)
   letters = lang.margin_letters()
+  grid_needed = coverage.needed_fn(lang)
 
   def evaluate(etas, seed):
     run = evaluation.evaluate(etas, jax.random.key(seed))
@@ -108,12 +123,40 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
             "margin": direct.attention_margin({"alpha": run.expand(run.alpha[-1])}, letters),
             # The lag gap is a mean over t: over the uniformly spaced records only.
             "lag_gap": run.lag(evaluation.uniform).lag_gap,
-            "diverged": run.diverged, "diverged_step": run.diverged_step, "risk_path": run.risk}
+            "diverged": run.diverged, "diverged_step": run.diverged_step, "risk_path": run.risk,
+            "grid_needed": grid_needed(run.params)}
 
-  return Evaluator(evaluate, evaluation.engine, evaluation.record_steps)
+  return Evaluator(evaluate, evaluation.engine, evaluation.record_steps, num_points)
 
 
-def chunked(evaluate: Callable, batch_size: int, devices) -> Callable:
+def grid_route(lang: languages.Language, plan: plans.Plan, loss, route) -> bool:
+  """Whether the steps engine would run `plan` on a route with a quadrature grid (§3a).
+
+  Args:
+    lang: the language.
+    plan: the plan.
+    loss: the loss.
+    route: the risk route.
+
+  Returns:
+    True for the Laplace and transfer routes (and any route declaring quadrature).
+
+  Example:
+    >>> plan = lj.sweep.make_plan("joint", 2)
+    >>> lj.sweep.evaluator.grid_route(lj.occurrence(3), plan, "squared", "auto")
+    True
+    >>> lj.sweep.evaluator.grid_route(lj.occurrence(3), plan, "logistic", "auto")
+    False
+  """
+  del plan
+  try:
+    name = resolve_route(lang, loss, route)
+  except ValueError:
+    return False
+  return ROUTES[name].quadrature
+
+
+def chunked(evaluate: Callable, batch_size: int, devices, manual: bool = True) -> Callable:
   """jit of evaluate over a chunk (C, P) of step sizes and (C,) seeds (the sweep of §5b).
 
   The chunk is split into #devices contiguous slices, one per device
@@ -128,6 +171,9 @@ def chunked(evaluate: Callable, batch_size: int, devices) -> Callable:
     batch_size: configurations per vmapped batch on a device.
     devices: the devices to shard over; a chunk's length C must be a multiple of their
       number (run_sweep pads chunks to a multiple of #devices x batch_size).
+    manual: split the chunk by shard_map; False leaves the split to the compiler (jit on
+      the sharded chunk), for evaluators that cannot run under shard_map (the flow engine:
+      lineax's implicit solves reject its manual axes).
 
   Returns:
     run(etas (C, P), seeds (C,)) -> wait, where wait() returns a dict of (C, ...) host
@@ -149,7 +195,7 @@ def chunked(evaluate: Callable, batch_size: int, devices) -> Callable:
   # No collectives inside, so the device-variance typing (check_vma) has nothing to check;
   # it would reject lj.train's lax.cond, whose idle branch carries the unsharded θ0.
   compiled = jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=split, out_specs=split,
-                                   check_vma=False))
+                                   check_vma=False) if manual else per_device)
   sharding = NamedSharding(mesh, split)
 
   def run(etas, seeds):
@@ -159,4 +205,4 @@ def chunked(evaluate: Callable, batch_size: int, devices) -> Callable:
   return run
 
 
-__all__ = ["OUTPUTS", "Evaluator", "chunked", "make_evaluator", "make_plan"]
+__all__ = ["OUTPUTS", "Evaluator", "chunked", "grid_route", "make_evaluator", "make_plan"]

@@ -21,9 +21,11 @@ import numpy as np
 
 from lagjax import validation
 from lagjax.data import languages
-from lagjax.dynamics import plans, runner
+from lagjax.dynamics import plans, runner, train
+from lagjax.models import direct
+from lagjax.risk import coverage
 from lagjax.sweep import chunk_store
-from lagjax.sweep.evaluator import OUTPUTS, chunked, make_evaluator
+from lagjax.sweep.evaluator import OUTPUTS, chunked, make_evaluator, make_plan
 from lagjax.sweep.processes import my_chunks, wait_for_processes
 from lagjax.sweep.table import group_rows
 
@@ -41,7 +43,8 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
               loss: str = "squared", route: str = "auto", chunk_size: int = 4096,
               batch_size: int = 32, num_records: int = 64, max_risk: float = runner.MAX_VALUE,
               path_rows=None, progress: ProgressFn | None = None, process_index: int = 0,
-              process_count: int = 1, devices=None, wait_timeout: float = 3600.0) -> dict | None:
+              process_count: int = 1, devices=None, wait_timeout: float = 3600.0,
+              engine: str = "auto") -> dict | None:
   """Evaluates every row of `table`, persisting each finished chunk under workdir/chunks (§5b).
 
   Chunks already in the store are loaded, not recomputed. progress(done, total) is
@@ -57,6 +60,8 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
     batch_size: configurations per vmapped batch on a device.
     num_records: K of the record grid (§5b).
     max_risk: the divergence cap (§5).
+    engine: the engine ("auto"; "flow" runs each plan's gradient flow, §5: a phase of k steps
+      at η flows for k·η time units, i.e. η is its rate and k its duration).
     path_rows: the rows whose risk path is kept (default all: a risk path is 8 bytes per
       record, which dominates the store).
     progress: optional progress(done, total) callback.
@@ -112,14 +117,24 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
   computed = {}
   for group, group_chunks in itertools.groupby(todo, key=lambda chunk: chunk.group):
     key, rows = list(groups.items())[group]
-    evaluator = make_evaluator(make_language(key.d), key, loss=loss, route=route,
-                               num_records=num_records, max_risk=max_risk)
+    lang = make_language(key.d)
+    evaluator = make_evaluator(lang, key, loss=loss, route=route, num_records=num_records,
+                               max_risk=max_risk, engine=engine)
     # Step-by-step runs gain nothing from vectorizing on a CPU (measured: 0.3-0.8x of a
     # loop, docs/decisions/batching-on-cpu.md), so there devices walk them one by one.
     cpu_steps = evaluator.engine == "steps" and devices[0].platform == "cpu"
-    run = chunked(evaluator.evaluate, 1 if cpu_steps else batch_size, devices)
+    per_batch = 1 if cpu_steps else batch_size
+    run = chunked(evaluator.evaluate, per_batch, devices, manual=evaluator.engine != "flow")
     shape = min(chunk_size, -(-rows.size // unit) * unit)  # a small group is one small chunk
     names = plans.PLANS[key.plan].eta_names
+
+    def regrid(result, chunk_rows, key=key, lang=lang, evaluator=evaluator, names=names,
+               per_batch=per_batch):
+      """Recomputes the rows that stopped because of the quadrature grid (§3a)."""
+      return _regrid(result, chunk_rows, table, names, lang, key, evaluator,
+                     dict(loss=loss, route=route, num_records=num_records, max_risk=max_risk,
+                          engine=evaluator.engine), per_batch, devices, unit)
+
     waiting = None
     for chunk in [*group_chunks, None]:
       if chunk is not None:  # dispatch this chunk before finishing the previous one
@@ -128,7 +143,7 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
         pending = (chunk, run(etas, table["seed"][padded].astype(np.uint32)))
       if waiting is not None:
         finished, wait = waiting
-        result = {k: v[:finished.rows.size] for k, v in wait().items()}
+        result = regrid({k: v[:finished.rows.size] for k, v in wait().items()}, finished.rows)
         kept = keep_path[finished.rows]
         result.update(rows=finished.rows, engine=np.array(evaluator.engine),
                       record_steps=evaluator.record_steps, path_rows=finished.rows[kept],
@@ -150,6 +165,45 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
     raise ValueError(f"the store in {workdir} lacks the risk paths of {missing.size} requested "
                      f"rows (e.g. row {missing[0]}): it was written with other path_rows.")
   return results
+
+
+def _regrid(result: dict, rows: np.ndarray, table: dict, names, lang, key, evaluator,
+            options: dict, per_batch: int, devices, unit: int) -> dict:
+  """`result` with the rows that stopped because of the quadrature grid recomputed on the
+  smallest grid of coverage.ladder that covers where they stopped, until none does (§3a).
+
+  A run's stop is the grid's when its final state (the one the divergence rule froze, or
+  θ_T) needs more nodes than the grid holds (result["grid_needed"]); each recomputation runs
+  from scratch, so the row equals a run on the larger grid from the start. The
+  "grid_needed" column is dropped, so the store holds OUTPUTS and the risk path only.
+  """
+  result = dict(result)
+  needed = result.pop("grid_needed")
+  # The final state is the one the divergence rule froze, or θ_T, which no step judges: a
+  # state outside the grid means a NaN risk there, the grid's doing either way.
+  if evaluator.num_points is None or not (needed > evaluator.num_points).any():
+    return result
+  result = {name: np.array(values) for name, values in result.items()}  # writable copies
+  needed = np.array(needed)
+  windows = coverage.windows(train.choose_partition(
+      lang, direct.zero_params(lang.d), make_plan(key.plan, key.steps, key.n_samples),
+      "auto").num_groups)
+  size = evaluator.num_points
+  while True:
+    failed = np.flatnonzero(needed > size)
+    larger = (coverage.size_covering(lang, needed[failed].max(), windows) if failed.size
+              else None)
+    if larger is None or larger <= size:
+      return result
+    size = larger
+    bigger = make_evaluator(lang, key, num_points=size, **options)
+    padded = np.concatenate([failed, np.full(-failed.size % unit, failed[-1])])
+    etas = np.stack([table[name][rows[padded]] for name in names], axis=1).astype(np.float64)
+    again = chunked(bigger.evaluate, per_batch, devices)(
+        etas, table["seed"][rows[padded]].astype(np.uint32))()
+    for name, values in again.items():
+      target = needed if name == "grid_needed" else result[name]
+      target[failed] = values[:failed.size]
 
 
 def _assemble(table: dict, chunks: list[dict], chunk_groups: list[int], num_groups: int) -> dict:

@@ -68,3 +68,33 @@ def test_lag_columns_are_attention_over_output_and_the_first_step_at_epsilon():
     assert rows["tau_epsilon"][i] == expected_tau
   assert rows["tau_epsilon"][0] > 0 and rows["half_time_ratio"][0] > 1.5
   assert rows["tau_epsilon"][1] == -1 and rows["half_time_ratio"][1] == -1
+
+
+@pytest.mark.slow  # two atlas programs compiled on two grid sizes
+def test_atlas_resizes_its_grid_and_equals_lj_train(monkeypatch):
+  """The atlas runs the transfer route's own report (no private window): started on one
+  window (extra_points=0), which the first attention step leaves, both stages run again on
+  the covering grid of risk/coverage.py's ladder, and the plans' risks equal lj.train's."""
+  from lagjax.risk import coverage
+
+  sizes = []
+  resize = coverage.resize
+
+  def counting(attempt, *args, **kwargs):
+    return resize(lambda num_points: sizes.append(num_points) or attempt(num_points), *args,
+                  **kwargs)
+
+  monkeypatch.setattr(coverage, "resize", counting)
+  langs = [regular_builtins.parity(), regular_builtins.even_pairs()]
+  settings = atlas.Settings(steps=6, grid=(4.0,), record_every=2, starts=2, iterations=3,
+                            extra_points=0)
+  rows = atlas.run(langs, atlas.LAYOUTS["cls+first_last"], settings)
+  width = lj.risk.quadrature.window_width(None, left=max(
+      lj.risk.quadrature.window_left(lang) for lang in langs))
+  # The best-risk stage, then the plans: each leaves one window and re-sizes once.
+  assert sizes == [width, 2 * width, width, 2 * width]
+  assert rows["grid_covered"].all()
+  for i, lang in enumerate(langs):
+    joint = lj.train(lang, lj.plans.joint(4.0, 6), lj.init_params(lang.d, positions="first_last"))
+    assert abs(rows["joint"][i] - float(joint.risk[-1])) <= TOL
+    assert rows["best_risk"][i] <= min(rows[p][i] for p in atlas.PLAN_NAMES) + TOL
