@@ -38,6 +38,11 @@ _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar: log progress lines 
 
 
 
+# config.dynamics -> the engine of lj.dynamics.engines: GD by the closed form where it applies
+# (else the steps), or the plans' gradient flow.
+DYNAMICS = {"gd": "auto", "flow": "flow"}
+
+
 def grid_values(config, name: str) -> np.ndarray:
   """The step sizes of grid config.<name>, validated."""
   values = grids.values(config[name], f"config.{name}")
@@ -73,6 +78,7 @@ def validate(config) -> dict:
       raise ValueError(f"config.{name} must be >= 1; got {config[name]}.")
   if not config.max_risk > 0:
     raise ValueError(f"config.max_risk must be > 0; got {config.max_risk}.")
+  lj.validation.check_choice("config.dynamics", config.dynamics, DYNAMICS)
   for d in config.d_list:
     lj.risk.resolve_route(config_language(config, d), config.loss, config.route)
   used = {name for plan in config.plans for name in lj.plans.PLANS[plan].eta_names}
@@ -227,6 +233,7 @@ def main(argv):
       table, workdir, functools.partial(config_language, config),
       loss=config.loss, route=config.route, chunk_size=config.chunk_size,
       batch_size=config.batch_size, num_records=config.num_records, max_risk=config.max_risk,
+      engine=DYNAMICS[config.dynamics],
       # Risk paths are 8 bytes per record and row: keep only those the outputs use.
       path_rows=None if config.save_trajectories else plotting.curve_rows(table, config),
       progress=progress,

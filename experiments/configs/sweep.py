@@ -25,6 +25,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.route = "auto"
   config.plans = ("three_phase",)    # joint | three_phase | attention_first | output_only | ...
   config.steps_list = (10_000,)      # T
+  # "gd": gradient descent, the step sizes below and T steps. "flow": each plan's exact
+  # gradient flow (lj.flow, docs/theory.md §5): a phase of k steps at η flows at rate η for
+  # k time units (the same path as rate 1 for k·η), so the eta grids are rates and T the
+  # last phase's duration; GD at η follows it up to O(η).
+  config.dynamics = "gd"
   config.eta1 = grids.spec(1.0, 1e4, 512)
   config.eta2 = grids.spec(1.0, 1e6, 512)
   config.eta3 = grids.spec(1.0, 1.0, 1, points=(1.0,))
