@@ -176,3 +176,28 @@ def test_a_chunk_being_written_when_the_process_dies_is_never_read_as_finished(t
   again = lj.sweep.run_sweep(table, str(workdir), lj.occurrence, **SWEEP_OPTIONS)
   assert store.has(0, 1)
   _assert_same_results(again, reference)
+
+
+def test_is_whole_refuses_an_empty_archive_and_a_corrupted_member(tmp_path):
+  """is_whole asks both: at least one array, and every member's checksum right. A zip with no
+  member, and a chunk whose array bytes were overwritten in place (the zip directory intact,
+  so it opens), are not whole (issue 34's mutation campaign: `and` -> `or` survived, the
+  tests only truncated files, which fail to open)."""
+  import zipfile
+  empty = str(tmp_path / "empty.npz")
+  zipfile.ZipFile(empty, "w").close()
+  assert not chunk_store.is_whole(empty)
+  corrupted = str(tmp_path / "group000_chunk000000.npz")
+  chunk_store.save_atomically(corrupted, {"risk": np.arange(1000.0)})
+  assert chunk_store.is_whole(corrupted)
+  with open(corrupted, "r+b") as handle:
+    handle.seek(os.path.getsize(corrupted) // 2)   # inside the array's bytes
+    handle.write(b"\xff" * 16)
+  assert not chunk_store.is_whole(corrupted)
+
+
+def test_sync_folder_is_silent_where_a_folder_cannot_be_synced(tmp_path):
+  """The folder fsync is best effort (not possible on Windows): an OSError there, here a
+  folder that does not exist, is swallowed, never raised from a finished write (issue 34's
+  mutation campaign)."""
+  chunk_store._sync_folder(str(tmp_path / "no_such_folder"))
