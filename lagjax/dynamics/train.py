@@ -413,7 +413,8 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
     max_risk: an objective above this marks the run diverged.
 
   Returns:
-    A Trajectory on every token (tied is False), with per-token α and β records.
+    A Trajectory on every token (tied is False), with per-token α and β records; a run
+    that leaves its quadrature grid runs again on a covering one (as in `train`).
 
   Example:
     >>> run = lj.train_kqv(lj.occurrence(3), lj.plans.output_only(3.0, 1), jax.random.key(0))
@@ -427,6 +428,15 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
   record_every, max_risk = runner.check_run_options(plan, record_every, max_risk)
   init_key, run_key = jax.random.split(key)
   trainable, fixed = kqv.init_kqv(init_key, lang.d, width=width, key_dim=key_dim, scale=scale)
-  run = _compiled_runner(lang, plan.slots(), plan.total_steps, partition_lib.singletons(lang.d),
-                         loss, route, direct.Layout(), record_every, max_risk, kqv_form=True)
-  return run(trainable, run_key, plan.data(), fixed)
+
+  def attempt(size):
+    run = _compiled_runner(lang, plan.slots(), plan.total_steps,
+                           partition_lib.singletons(lang.d), loss, route, direct.Layout(),
+                           record_every, max_risk, kqv_form=True, num_points=size)
+    return run(trainable, run_key, plan.data(), fixed)
+
+  if not build_route_spec(lang, loss, route, direct.Layout()).quadrature:
+    return attempt(None)
+  # A run that leaves its quadrature grid runs again on a covering one, as in `train`.
+  return with_grid_info(coverage.resize(attempt, lang, coverage.windows(lang.d),
+                                        stopped_at=stopped_params), False)

@@ -7,6 +7,7 @@ default to one window (coverage.default_size), which the first step of attention
 tiny runs that exercise the same path as a 50-token run whose scores spread over 100 nats.
 """
 
+import jax
 import numpy as np
 import pytest
 
@@ -85,3 +86,16 @@ def test_seeds_resize_together(one_window):
   assert not np.asarray(runs.diverged).any()
   single = lj.train(lang, plan, num_points=2 * quadrature.window_width(lang))
   np.testing.assert_allclose(runs.risk[1], single.risk, rtol=0, atol=EXACT)
+
+
+def test_kqv_training_resizes_too(one_window, monkeypatch):
+  """lj.train_kqv, whose random init spreads the scores at once, re-sizes the same way and
+  equals the run on the routes' default grid (which covers 3 windows)."""
+  lang, plan = lj.occurrence(3), lj.plans.joint(1.0, 3)
+  run = lj.train_kqv(lang, plan, jax.random.key(0), scale=1.0)
+  assert not bool(run.diverged) and "grid_points" in dict(run.info)
+  monkeypatch.undo()
+  train_lib._compiled_runner.cache_clear()
+  default = lj.train_kqv(lang, plan, jax.random.key(0), scale=1.0)
+  assert "grid_points" not in dict(default.info)
+  assert_same_run(run, default)
