@@ -11,8 +11,8 @@
 - `task_train`: plans on sampled tasks;
 - `erf_train`: exact projected GD of the erf SLR model (section 7b);
 - `metrics`: attention-lag metrics of a trajectory (section 6);
-- `sharpness`: the top eigenvalues of the risk's Hessian (section 5e);
-- `run_label`: the regime of a run from its risk curve (section 5e).
+- `sharpness`: the top eigenvalues of the risk's Hessian (section 5d);
+- `run_label`: the regime of a run from its risk curve (section 5d).
 """
 
 from lagjax.dynamics import (

@@ -1,5 +1,5 @@
 """The regime of a run, from its risk curve (and sharpness): one label per run
-(docs/theory.md section 5e).
+(docs/theory.md section 5d).
 
 With R_0 … R_T the recorded risks, tol the rise tolerance relative to R_0, and the tail
 the last `tail_fraction` of the records, the labels, in order of precedence, are:
@@ -39,7 +39,7 @@ EOS_FRACTION = 0.5
 
 
 class RunLabel(NamedTuple):
-  """A run's regime (docs/theory.md §5e).
+  """A run's regime (docs/theory.md §5d).
 
   Attributes:
     code: the index of the label in LABELS (an int array; vmaps).
@@ -68,7 +68,7 @@ def label_code(risk, *, diverged=False, sharpness=None, etas=None,
                tolerance: float = RISE_TOLERANCE, tail_fraction: float = TAIL_FRACTION,
                contraction: float = CONTRACTION, max_period: int = MAX_PERIOD,
                eos_band: float = EOS_BAND, eos_fraction: float = EOS_FRACTION) -> RunLabel:
-  """Labels a run by the rules of the module docstring (docs/theory.md §5e).
+  """Labels a run by the rules of the module docstring (docs/theory.md §5d).
 
   Args:
     risk: (R,) the recorded risks, R ≥ 8 (every step, for periods to mean steps).

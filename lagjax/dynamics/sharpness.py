@@ -1,4 +1,4 @@
-"""Sharpness: the top eigenvalues of the risk's Hessian at θ (docs/theory.md section 5e).
+"""Sharpness: the top eigenvalues of the risk's Hessian at θ (docs/theory.md section 5d).
 
 λ_max(∇²R(θ)) decides the stability of GD at θ: a step of size η is stable along the top
 eigendirection iff η·λ_max < 2. Parameter counts here are small, so up to
@@ -25,7 +25,7 @@ METHODS = ("auto", "dense", "lanczos")
 
 
 def hessian_vector_product(risk: Callable, params) -> Callable:
-  """v ↦ ∇²R(θ)·v on flat vectors, by forward-over-reverse differentiation (§5e).
+  """v ↦ ∇²R(θ)·v on flat vectors, by forward-over-reverse differentiation (§5d).
 
   Args:
     risk: params -> scalar R.
@@ -47,7 +47,7 @@ def hessian_vector_product(risk: Callable, params) -> Callable:
 
 
 def dense_hessian(risk: Callable, params):
-  """The Hessian ∇²R(θ) as a (P, P) matrix over `ravel_pytree(params)`, symmetrised (§5e).
+  """The Hessian ∇²R(θ) as a (P, P) matrix over `ravel_pytree(params)`, symmetrised (§5d).
 
   Args:
     risk: params -> scalar R.
@@ -95,7 +95,7 @@ def _lanczos(hvp: Callable, size: int, iterations: int, key):
 
 def top_eigenvalues(risk: Callable, params, k: int = 1, *, method: str = "auto",
                     iterations: int | None = None, key=None):
-  """The k largest eigenvalues of ∇²R(θ), largest first (docs/theory.md §5e).
+  """The k largest eigenvalues of ∇²R(θ), largest first (docs/theory.md §5d).
 
   "dense" forms the Hessian by `jax.hessian` and decomposes it exactly (Jacobi); "lanczos"
   runs `iterations` Lanczos steps with full reorthogonalisation on Hessian-vector products
@@ -150,7 +150,7 @@ def top_eigenvalues(risk: Callable, params, k: int = 1, *, method: str = "auto",
 
 def first_unstable(sharpness, etas):
   """Index of the first record where η·λ_max > 2 (GD is unstable along the top direction
-  there), or -1 if there is none (docs/theory.md §5e).
+  there), or -1 if there is none (docs/theory.md §5d).
 
   Args:
     sharpness: (R,) λ_max at the records.

@@ -1,4 +1,4 @@
-"""Regime labels of runs (docs/theory.md §5e), on problems whose behaviour is known."""
+"""Regime labels of runs (docs/theory.md §5d), on problems whose behaviour is known."""
 
 import numpy as np
 import pytest

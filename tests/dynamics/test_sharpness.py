@@ -1,4 +1,4 @@
-"""Sharpness (docs/theory.md §5e): the exact top Hessian eigenvalues, dense and by Lanczos."""
+"""Sharpness (docs/theory.md §5d): the exact top Hessian eigenvalues, dense and by Lanczos."""
 
 import jax
 import jax.numpy as jnp
