@@ -16,6 +16,10 @@ which does not change when the run is continued past τ_ε.
 In both, the lag gap mean_t (r_β(t) - r_α(t)) is positive when attention lags the
 output layer. Half-progress times are the first recorded steps with r >= 1/2; a
 group that never moves has r ≡ 0 and half-progress time -1 (and the ratio is -1).
+
+Every function takes the record axis as `steps`: the steps of a step engine, or the record
+times of a gradient flow (lj.flow; Trajectory.lag passes `time` when a run has it), so
+half-times and τ_ε come out in the run's own units.
 """
 
 from __future__ import annotations
@@ -96,10 +100,10 @@ def half_time(progress, steps) -> jnp.ndarray:
 
   Args:
     progress: (R,) r(t) at the records (`relative_progress`).
-    steps: (R,) the recorded steps.
+    steps: (R,) the recorded steps (or times, for a flow).
 
   Returns:
-    The step, an integer scalar array (-1 when r never reaches ½).
+    The step (or time), a scalar array (-1 when r never reaches ½).
 
   Example:
     >>> steps = jnp.array([0, 10, 20, 30])
@@ -122,7 +126,7 @@ def lag_metrics(alpha, beta, steps=None) -> LagMetrics:
   Args:
     alpha: (R, d) recorded α_t (any trailing shape: flattened into the norm).
     beta: (R, d) recorded β_t.
-    steps: (R,) the recorded steps; None for 0…R-1.
+    steps: (R,) the recorded steps (or times, for a flow); None for 0…R-1.
 
   Returns:
     LagMetrics: r_α, r_β, the lag gap mean_t (r_β - r_α), both half-times and their

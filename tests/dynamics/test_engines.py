@@ -135,3 +135,14 @@ def test_reprs_are_short():
   seeds = lj.train(lj.occurrence(3), lj.plans.output_only(1.0, 300), num_seeds=3,
                    tied=False)
   assert "(runs (3,))" in repr(seeds) and len(repr(seeds)) < 400
+
+
+def test_flow_engine_is_registered_but_never_chosen_by_auto():
+  """engine="flow" runs a plan's gradient flow (lagjax/dynamics/flow.py) only when asked for:
+  "auto" picks GD engines for GD plans. Fails if "flow" enters ORDER or leaves ENGINES."""
+  assert "flow" in engines.ENGINES and "flow" not in engines.ORDER
+  lang = lj.occurrence(3)
+  assert engines.choose(lang, lj.plans.joint(1.0, 10)) == "steps"
+  assert engines.choose(lang, lj.plans.joint(1.0, 10), engine="flow") == "flow"
+  assert engines.ENGINES["flow"].supports(lang, lj.plans.joint(0.0, 10), "squared", "auto") == (
+      "plan phase 0 has duration k·η = 0 (eta = 0.0): a flow phase needs a duration > 0")
