@@ -124,7 +124,9 @@ def population_risk(lang: languages.Language, theta, *, loss="squared", route: s
     n_samples: strings drawn by the sampled route.
 
   Returns:
-    A RiskResult with the risk, its risk_route, and the route's diagnostics in details.
+    A RiskResult with the risk, its risk_route, and the route's diagnostics in details;
+    NaN, with details["grid"] saying why, where θ's scores spread beyond any exact
+    quadrature grid (risk/coverage.py).
 
   Example:
     At θ = 0, f ≡ 0, so R = ½ E y² = ½:
