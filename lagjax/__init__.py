@@ -34,6 +34,7 @@ from lagjax.models.direct import forward_counts, forward_tokens, init_params
 from lagjax.risk import (
     RiskResult,
     error_rate,
+    gradient_noise,
     population_risk,
     risk_fn,
     sampled_risk,
@@ -42,9 +43,9 @@ from lagjax.risk import (
 __all__ = [
     "Language", "RiskResult", "Trajectory", "all_of", "analysis", "any_of", "closed_form", "data",
     "dynamics", "error_rate", "finite_sample", "fixed", "flow", "forward_counts", "forward_tokens",
-    "geometric", "init_params", "languages", "lengths", "linalg", "metrics", "models",
-    "occurrence", "optimum", "partition", "plans", "population_risk", "regimes", "regular",
-    "risk",
+    "geometric", "gradient_noise", "init_params", "languages", "lengths", "linalg", "metrics",
+    "models", "occurrence", "optimum", "partition", "plans", "population_risk", "regimes",
+    "regular", "risk",
     "risk_fn", "runner", "sampled_risk", "scaling", "shifted_poisson", "sweep", "task_train",
     "tasks", "train", "train_kqv", "validation", "xla_flags",
 ]

@@ -29,6 +29,7 @@ from lagjax.risk import (
     laplace,
     lattice,
     moments,
+    noise,
     quadrature,
     registry,
     sampled,
@@ -43,6 +44,7 @@ from lagjax.risk.evaluate import (
     population_risk,
     sampled_risk,
 )
+from lagjax.risk.noise import GradientNoise, gradient_noise
 from lagjax.risk.registry import (
     ROUTES,
     first_supporting,
@@ -52,8 +54,9 @@ from lagjax.risk.registry import (
     risk_fn,
 )
 
-__all__ = ["LOSSES", "QUANTITIES", "ROUTES", "RiskResult", "Route", "RouteSpec", "automaton",
-           "automaton_error", "base", "coverage", "entries", "erf_gaussian", "error", "error_rate",
-           "evaluate", "exact_error", "first_supporting", "laplace", "lattice", "moments",
-           "names", "population_risk", "quadrature", "register", "registry", "resolve_route",
-           "risk_fn", "sampled", "sampled_risk", "threshold", "transfer"]
+__all__ = ["GradientNoise", "LOSSES", "QUANTITIES", "ROUTES", "RiskResult", "Route", "RouteSpec",
+           "automaton", "automaton_error", "base", "coverage", "entries", "erf_gaussian", "error",
+           "error_rate", "evaluate", "exact_error", "first_supporting", "gradient_noise",
+           "laplace", "lattice", "moments", "names", "noise", "population_risk", "quadrature",
+           "register", "registry", "resolve_route", "risk_fn", "sampled", "sampled_risk",
+           "threshold", "transfer"]

@@ -15,6 +15,7 @@ lie deep in the multinomial tails), so the mass left out is <= tol.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -101,6 +102,66 @@ def log_weights(counts: np.ndarray, group_masses: np.ndarray,
   return np.asarray(law.log_pmf(n)) + multinomial + counts @ np.log(group_masses)
 
 
+class Enumeration(NamedTuple):
+  """The kept count vectors of the lattice route and their weights (docs/theory.md §3b).
+
+  Attributes:
+    counts: (K, G) float count vectors c, 1 ≤ Σc ≤ N.
+    weights: (K,) P(n) n!/Π c_g! Π π_g^{c_g}.
+    labels: (K,) y(c) in {-1, +1}.
+    tail: the probability mass left out, P(n > N) + the dropped vectors' weight (≤ tol).
+    (A float, or an array where the length law is.)
+  """
+
+  counts: jnp.ndarray
+  weights: jnp.ndarray
+  labels: jnp.ndarray
+  tail: float | jnp.ndarray
+
+
+def enumeration(lang: languages.Language, partition: partition_lib.Partition,
+                tol: float) -> Enumeration:
+  """The count vectors the lattice route sums over, with their weights and labels (§3b).
+
+  N is the smallest length with P(n > N) ≤ tol/2; the lightest vectors are dropped while
+  their total weight stays ≤ tol/2, so the mass left out, `tail`, is ≤ tol.
+
+  Args:
+    lang: a language with PresenceLabels; the partition must refine
+      `partition.of_language(lang)`.
+    partition: the token groups.
+    tol: the probability mass that may be left out, in (0, 1).
+
+  Returns:
+    An Enumeration.
+
+  Example:
+    >>> lang = lj.occurrence(3)
+    >>> enum = lj.risk.lattice.enumeration(lang, lj.partition.of_language(lang), 1e-12)
+    >>> enum.counts.shape[1], bool(abs(float(enum.weights.sum()) + enum.tail - 1) < 1e-12)
+    (2, True)
+  """
+  base_partition = partition_lib.of_language(lang)
+  if any(len(set(base_partition.index[list(b)])) > 1 for b in partition.blocks):
+    raise ValueError("partition must refine the language's partition (lj.partition.of_language).")
+  n_max = lengths_lib.truncation_length(lang.length, tol / 2)
+  counts_np = count_vectors(partition.num_groups, n_max)
+  weights_np = np.exp(log_weights(counts_np, partition.masses(lang.pi), lang.length))
+  # Most count vectors are far in the multinomial tails; dropping the lightest ones
+  # whose total mass is <= tol/2 keeps the bound certified (their mass joins the tail).
+  order = np.argsort(weights_np)
+  dropped = np.cumsum(weights_np[order]) <= tol / 2
+  keep = np.sort(order[~dropped])
+  dropped_mass = float(weights_np[order[dropped]].sum())
+  counts_np = counts_np[keep]
+  # Labels depend on presence only: put each group's presence on its first token.
+  presence = np.zeros((counts_np.shape[0], lang.d), dtype=np.int8)
+  presence[:, [b[0] for b in partition.blocks]] = counts_np > 0
+  return Enumeration(jnp.asarray(counts_np, dtype=jnp.float64), jnp.asarray(weights_np[keep]),
+                     jnp.asarray(lang.label_counts(presence)),
+                     lang.length.tail(n_max) + dropped_mass)
+
+
 class LatticeRoute(base.RouteSpec):
   """The lattice route (docs/theory.md §3b): the risk of any loss and the exact 0-1 error of
   the plain model on languages with PresenceLabels, by enumerating count vectors, each with
@@ -180,25 +241,7 @@ class LatticeRoute(base.RouteSpec):
           "parameters in fewer groups, raise tol, or use route='laplace' (squared loss) or "
           "route='sampled'."
       )
-    base_partition = partition_lib.of_language(lang)
-    if len({tuple(base_partition.index[list(b)]) for b in partition.blocks}) and any(
-        len(set(base_partition.index[list(b)])) > 1 for b in partition.blocks):
-      raise ValueError("partition must refine the language's partition (lj.partition.of_language).")
-    counts_np = count_vectors(partition.num_groups, n_max)
-    weights_np = np.exp(log_weights(counts_np, partition.masses(lang.pi), lang.length))
-    # Most count vectors are far in the multinomial tails; dropping the lightest ones
-    # whose total mass is <= tol/2 keeps the bound certified (their mass joins the tail).
-    order = np.argsort(weights_np)
-    dropped = np.cumsum(weights_np[order]) <= tol / 2
-    keep = np.sort(order[~dropped])
-    dropped_mass = float(weights_np[order[dropped]].sum())
-    counts_np, weights = counts_np[keep], jnp.asarray(weights_np[keep])
-    # Labels depend on presence only: put each group's presence on its first token.
-    presence = np.zeros((counts_np.shape[0], lang.d), dtype=np.int8)
-    presence[:, [b[0] for b in partition.blocks]] = counts_np > 0
-    labels = jnp.asarray(lang.label_counts(presence))
-    counts = jnp.asarray(counts_np, dtype=jnp.float64)
-    tail = lang.length.tail(n_max) + dropped_mass
+    counts, weights, labels, tail = enumeration(lang, partition, tol)
     loss_fn = base.get_loss(loss)
 
     def outputs(params):
@@ -218,5 +261,5 @@ class LatticeRoute(base.RouteSpec):
     return base.Route(self.name, risk, report, partition)
 
 
-__all__ = ["MAX_VECTORS", "LatticeRoute", "count_vectors", "log_weights",
-           "num_count_vectors"]
+__all__ = ["MAX_VECTORS", "Enumeration", "LatticeRoute", "count_vectors", "enumeration",
+           "log_weights", "num_count_vectors"]
