@@ -507,3 +507,38 @@ def test_quick_table_selections_do_not_follow_the_summation_order(tmp_path):
                      for name in settings)
   assert len(fast) > 40
   assert fast == optimised
+
+
+def test_clearly_better_falls_through_to_the_other_key_on_a_tied_criterion():
+  """A loss tied within the tolerance leaves the decision to the metric: the better metric is
+  clearly better, the worse one and an equal score are not (issue 34's mutation campaign:
+  `value > other + margin` -> `- margin` ended every tie on the criterion with False)."""
+  better_metric = selection.Score(loss=1.0, metric=0.5)
+  worse_metric = selection.Score(loss=1.0, metric=0.9)
+  assert selection.clearly_better(better_metric, worse_metric, "loss")
+  assert not selection.clearly_better(worse_metric, better_metric, "loss")
+  assert not selection.clearly_better(better_metric, better_metric, "loss")
+
+
+def test_step_order_of_a_one_step_size_candidate_repeats_its_eta():
+  """step_order is (η_out, η_attn), with η_out in both places for a one-η candidate (issue
+  34's mutation campaign: the None branch was never taken alone)."""
+  assert selection.step_order(selection.Candidate(("joint",), "joint", 0.3, None)) == (0.3, 0.3)
+  two = selection.Candidate(("joint_per_phase",), "joint", 0.3, 3.0)
+  assert selection.step_order(two) == (0.3, 3.0)
+
+
+def test_choose_compares_float32_scores_in_float64():
+  """choose reads scores in float64, so float32 inputs meet the same near-best limit: a loss
+  13 float32 ulps (1.55e-6) above a best of 1.5 is beyond its tolerance 1.5e-6, and stays so
+  (issue 34's mutation campaign: summed in float32 the limit rounds up onto it, and the
+  smaller step size won)."""
+  best = np.float32(1.5)
+  above = best
+  for _ in range(13):
+    above = np.nextafter(above, np.float32(2.0), dtype=np.float32)
+  assert float(above) - 1.5 > selection.tolerance(1.5, 0.0)
+  found = [selection.Candidate(("joint",), "joint", 1.0, None),
+           selection.Candidate(("joint",), "joint", 0.3, None)]
+  chosen = selection.choose(found, np.array([best, above], np.float32), np.zeros(2))
+  assert chosen["joint"].eta_out == 1.0
