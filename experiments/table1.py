@@ -18,7 +18,11 @@ XLA compilation cache persists across runs (experiments.common.start). Writes
   seeds that did not diverge (exclusions counted), and the lag gap and
   half-progress times of joint training;
 - table1.csv: the same, one row per (task, plan);
-- lag_curves.png: r_α(t), r_β(t) of joint training per task, bands over seeds.
+- lag_curves.png: r_α(t), r_β(t) of joint training per task, bands over seeds;
+- selection.csv: every candidate the selection evaluated, with its validation loss and
+  metric (means and standard errors over the validation seeds; the exact rows' final risk
+  and 0-1 error) and the rows that chose it: what the rule of
+  experiments/table1_selection.py saw.
 
 Your own language gets exact rows too, with no package edit: --config.language=path.json (an
 automaton file), module:function (a factory) or a registered family, alone with
@@ -59,7 +63,7 @@ def main(argv):
   shared = distributed.SharedChunks(os.path.join(_WORKDIR.value, "shared_chunks"))
   writer = jax.process_index() == 0  # every process computes every choice; one writes
   validation_key, test_key = jax.random.split(jax.random.key(config.seed))
-  rows, joint_lags, lengths = [], {}, {}
+  rows, joint_lags, lengths, scores = [], {}, {}, []
   blocks = [(name, attention) for name in config.tasks
             for attention in (*table1_protocol.attention_variants(config, name),
                               *(("exact",) if config.task_settings[name].exact else ()))]
@@ -68,7 +72,8 @@ def main(argv):
   begin = time.time()
 
   def compute(block):
-    """(rows, joint lag, length description or None, seconds) of one (task, attention)."""
+    """(rows, joint lag, candidates' scores, length description or None, seconds) of one
+    (task, attention)."""
     name, attention = block
     start = time.time()
     progress = common.progress_reporter(f"runs of {name} ({attention})")
@@ -88,8 +93,10 @@ def main(argv):
   with concurrent.futures.ThreadPoolExecutor(threads) as pool:
     for done, (block, future) in enumerate(zip(blocks, [pool.submit(compute, block)
                                                         for block in blocks]), 1):
-      (name, attention), (block_rows, lag, length, seconds) = block, future.result()
+      (name, attention), (block_rows, lag, block_scores, length, seconds) = (block,
+                                                                            future.result())
       rows += block_rows
+      scores += block_scores
       if length is not None:
         lengths[name] = length
       if lag is not None:
@@ -100,6 +107,7 @@ def main(argv):
       # The tables so far after every block, so a long run that stops keeps what it did.
       if writer:
         write_tables(config, rows, lengths, time.time() - begin, _WORKDIR.value)
+        common.write_csv(scores, os.path.join(_WORKDIR.value, "selection.csv"))
   shared.close()
   if not writer:
     return
@@ -107,13 +115,29 @@ def main(argv):
     plot_lag_curves(joint_lags, os.path.join(_WORKDIR.value, "lag_curves.png"))
   experiment.write_metadata(seconds=time.time() - begin, length_laws=lengths,
                             process_count=jax.process_count(), block_threads=threads)
-  print(f"wrote table1.md, table1.csv, lag_curves.png and metadata.json in {_WORKDIR.value} "
+  print(f"wrote table1.md, table1.csv, selection.csv, lag_curves.png and metadata.json in "
+        f"{_WORKDIR.value} "
         f"({time.time() - begin:.0f} s of runs)")
 
 
+def selection_scores(name: str, attention: str, chosen) -> list[dict]:
+  """One row per candidate that a block's selection (table1_selection.Selection) evaluated:
+  its plan, step sizes, validation scores (lower is better; accuracies negated) and the
+  table rows that chose it."""
+  by_candidate = {}
+  for row, candidate in chosen.chosen.items():
+    by_candidate.setdefault(candidate, []).append(row)
+  return [{"task": name, "attention": attention, "plan": candidate.plan_name,
+           "eta_out": candidate.eta_out,
+           "eta_attn": "" if candidate.eta_attn is None else candidate.eta_attn,
+           "loss": score.loss, "loss_se": score.loss_se, "metric": score.metric,
+           "metric_se": score.metric_se, "chosen_for": " ".join(by_candidate.get(candidate, ()))}
+          for candidate, score in chosen.scores.items()]
+
+
 def sampled_rows(config, name, attention, built, validation_key, test_key, progress, shared):
-  """Table rows of one (task, attention) block from validation and test seeds, and joint
-  training's (record steps, lag metrics per seed)."""
+  """Table rows of one (task, attention) block from validation and test seeds, joint
+  training's (record steps, lag metrics per seed), and the candidates' scores."""
   task = built[0]
   chosen, runs = table1_protocol.run_task(config, name, built, validation_key, test_key,
                                    progress=progress, shared=shared)
@@ -136,12 +160,13 @@ def sampled_rows(config, name, attention, built, validation_key, test_key, progr
                  half_time_alpha=float(np.mean(metrics_per_seed.half_time_alpha)),
                  half_time_beta=float(np.mean(metrics_per_seed.half_time_beta)))
     rows.append(row)
-  return rows, lag
+  return rows, lag, selection_scores(name, attention, chosen)
 
 
 def exact_rows(config, name, progress, shared):
   """Table rows of task `name` by exact population GD (experiments.table1_exact): accuracy
-  1 - (0-1 error), loss = the exact risk, no seeds; and joint training's lag."""
+  1 - (0-1 error), loss = the exact risk, no seeds; joint training's lag; the candidates'
+  scores."""
   chosen, runs = table1_exact.run_exact(config, name, progress, shared)
   rows, lag = [], None
   for plan_row, run in runs.items():
@@ -161,7 +186,7 @@ def exact_rows(config, name, progress, shared):
                  half_time_alpha=float(lag_metrics.half_time_alpha),
                  half_time_beta=float(lag_metrics.half_time_beta))
     rows.append(row)
-  return rows, lag
+  return rows, lag, selection_scores(name, "exact", chosen)
 
 
 def write_tables(config, rows: list[dict], lengths: dict, elapsed: float, workdir: str) -> None:

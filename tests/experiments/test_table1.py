@@ -471,13 +471,60 @@ def _selections(csv_text: str) -> list[tuple[str, ...]]:
           for row in csv.DictReader(io.StringIO(csv_text))]
 
 
+# The quick table's choices of m = η_attn/η_out in the per-phase rows (three_phase,
+# attention_first) per (task, attention): its only rows with more than one candidate (one-point
+# grids, which never extend; multipliers (1, 100)). Many are ties broken by the smallest step
+# (attention_first from zero: the attention phase cannot move with β = 0, so m = 1 and m = 100
+# train alike); a rule that broke them otherwise, or widened "near", changes 9 of these 30.
+# Regenerate with the quick table if its config changes.
+QUICK_PER_PHASE_MULTIPLIERS = {
+    ("occurrence", "kqv"): (100, 1), ("occurrence", "direct"): (100, 1),
+    ("occurrence", "exact"): (100, 1), ("or", "kqv"): (1, 1), ("or", "direct"): (100, 1),
+    ("or", "exact"): (100, 1), ("and", "kqv"): (100, 100), ("and", "direct"): (100, 1),
+    ("and", "exact"): (1, 1), ("even_pairs", "kqv"): (1, 1), ("even_pairs", "direct"): (1, 1),
+    ("even_pairs", "exact"): (100, 1), ("icl_bigram", "kqv"): (100, 100),
+    ("icl_bigram", "direct"): (1, 1), ("slr", "kqv"): (100, 100)}
+
+
+def _per_phase_multipliers(csv_text: str) -> dict:
+  """{(task, attention): (m of three_phase_per_phase, m of attention_first_per_phase)}."""
+  import csv
+  import io
+  import re
+  found = {}
+  for row in csv.DictReader(io.StringIO(csv_text)):
+    if row["plan"].endswith(selection.PER_PHASE):
+      eta_out, eta_attn = map(float, re.findall(r"=([0-9.e+-]+)", row["step_sizes"]))
+      found.setdefault((row["task"], row["attention"]), {})[row["plan"]] = round(
+          eta_attn / eta_out)
+  return {key: (plans["three_phase_per_phase"], plans["attention_first_per_phase"])
+          for key, plans in found.items()}
+
+
+def _candidate_losses(csv_text: str) -> dict:
+  """{(task, attention, plan, η_out, η_attn): validation loss} of a selection.csv."""
+  import csv
+  import io
+  return {(row["task"], row["attention"], row["plan"], row["eta_out"], row["eta_attn"]):
+          float(row["loss"]) for row in csv.DictReader(io.StringIO(csv_text))}
+
+
 @pytest.mark.slow
 def test_quick_table_selections_do_not_follow_the_summation_order(tmp_path):
   """The quick table run twice, with XLA's CPU backend at optimisation level 0 and the loop
   emitters (the quick config's own setting) and at level 2 with the fusion emitters and one
   Eigen thread (other fusions, other summation orders): every row chooses the same step
   sizes and grows its grid the same way (issue 34: selection on 2 validation seeds
-  followed roundoff; the rule of experiments/table1_selection.py cannot be flipped by it)."""
+  followed roundoff; the rule of experiments/table1_selection.py cannot be flipped by it).
+
+  Equal selections alone cannot catch a broken rule: the two runs' validation losses differ
+  in roundoff only (measured: 19 of 105 candidates, at most 1.7e-15 relative), below every
+  gap between two different candidates (the closest: 3.5e-6), so any deterministic rule,
+  right or wrong, chooses alike in both. So the test also checks that the summation order did
+  change (some loss differs: the comparison is not vacuous), that it changed each loss by far
+  less than the rule's roundoff floor (ROUNDOFF relative, the rule's premise), and that the
+  choices are the committed ones (QUICK_PER_PHASE_MULTIPLIERS), which a rule that breaks ties
+  by the largest step or widens its tolerance changes."""
   settings = {"fast": ["--xla_backend_optimization_level=0",
                        "--xla_cpu_use_fusion_emitters=false"],
               "optimised": ["--xla_backend_optimization_level=2",
@@ -503,10 +550,23 @@ def test_quick_table_selections_do_not_follow_the_summation_order(tmp_path):
       process.kill()
   for name, process in processes.items():
     assert process.returncode == 0, outputs[name][-3000:]
-  fast, optimised = (_selections((tmp_path / name / "table1.csv").read_text())
-                     for name in settings)
+  _check_quick_selections(tmp_path / "fast", tmp_path / "optimised")
+
+
+def _check_quick_selections(fast_dir: Path, optimised_dir: Path) -> None:
+  """The assertions of the test above on the two runs' work folders."""
+  fast, optimised = (_selections((folder / "table1.csv").read_text())
+                     for folder in (fast_dir, optimised_dir))
   assert len(fast) > 40
   assert fast == optimised
+  assert _per_phase_multipliers((fast_dir / "table1.csv").read_text()) == (
+      QUICK_PER_PHASE_MULTIPLIERS)
+  losses = [_candidate_losses((folder / "selection.csv").read_text())
+            for folder in (fast_dir, optimised_dir)]
+  assert losses[0].keys() == losses[1].keys()
+  changes = [abs(losses[0][key] - losses[1][key]) / abs(losses[0][key]) for key in losses[0]]
+  assert max(changes) > 0, "the two XLA settings summed alike: the comparison tested nothing"
+  assert max(changes) < 1e-3 * selection.ROUNDOFF
 
 
 def test_clearly_better_falls_through_to_the_other_key_on_a_tied_criterion():
@@ -542,3 +602,15 @@ def test_choose_compares_float32_scores_in_float64():
            selection.Candidate(("joint",), "joint", 0.3, None)]
   chosen = selection.choose(found, np.array([best, above], np.float32), np.zeros(2))
   assert chosen["joint"].eta_out == 1.0
+
+
+def test_beats_neighbour_is_false_for_a_choice_inside_the_grid():
+  """Only a choice at an edge of the grid can extend it: an interior η that beats its
+  neighbours does not, while the same lead at the low edge does (issue 34's mutation
+  campaign: with rtol 1 instead of 1e-12 in the edge test, 1.0 counted as the edge 10.0)."""
+  grid = (0.3, 1.0, 3.0, 10.0)
+  found = [selection.Candidate(("joint",), "joint", eta, None) for eta in grid]
+  scores = {c: selection.Score(loss=1.0 if c.eta_out == 1.0 else 5.0, metric=0.0) for c in found}
+  assert not selection.beats_neighbour(found, scores, "joint", found[1], grid, "loss")
+  at_edge = {**scores, found[0]: selection.Score(loss=0.5, metric=0.0)}
+  assert selection.beats_neighbour(found, at_edge, "joint", found[0], grid, "loss")
