@@ -9,6 +9,8 @@ quantity. No other table lists routes.
 
 from __future__ import annotations
 
+import inspect
+
 from lagjax import validation
 from lagjax.data import languages, lengths
 from lagjax.data import partition as partition_lib
@@ -201,7 +203,23 @@ def risk_fn(lang: languages.Language, *, loss="squared", route: str = "auto",
   validation.check_choice("positions", positions, direct.POSITIONS)
   layout = direct.Layout(bool(cls), query, positions)
   name = resolve_route(lang, loss, route, layout)
+  _check_options(name, options)
   return ROUTES[name].build(lang, partition, loss=loss, layout=layout, key=key, **options)
+
+
+def _check_options(name: str, options) -> None:
+  """Refuses, in one line, a build option the chosen route does not take, naming the routes
+  that do (e.g. class_weights, which the transfer route alone takes)."""
+  def takes(spec, option):
+    parameters = inspect.signature(spec.build).parameters
+    return option in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+  for option in options:
+    if not takes(ROUTES[name], option):
+      takers = [other for other, spec in ROUTES.items() if takes(spec, option)]
+      raise ValueError(f"route {name!r} does not take the option {option!r}; routes that do: "
+                       f"{takers or 'none'} (pass route= one of them, if it supports the "
+                       "language).")
 
 
 # The built-in routes, in the order "auto" tries them for each quantity: the risk (laplace,

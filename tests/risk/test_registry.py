@@ -185,3 +185,12 @@ def test_register_refuses_a_taken_name_and_unknown_quantities():
   with pytest.raises(ValueError, match=r"provides \['entropy'\]"):
     lj.risk.register(Nonsense())
   assert "toy_nonsense" not in lj.risk.ROUTES
+
+
+def test_an_option_the_route_does_not_take_is_named_with_the_routes_that_do():
+  """class_weights is the transfer route's: on a presence language "auto" picks the Laplace
+  route, and the option is refused in one line, never a raw TypeError from build."""
+  with pytest.raises(ValueError, match=r"route 'laplace' does not take the option "
+                                       r"'class_weights'; routes that do: \['transfer'\]"):
+    lj.risk_fn(lj.occurrence(3), class_weights="balanced")
+  assert lj.risk_fn(lj.occurrence(3), num_points=400).name == "laplace"   # an option it takes
