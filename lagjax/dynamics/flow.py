@@ -19,7 +19,8 @@ rates, t1 and ε are traced, so a second flow on the same language, layout, opti
 number of phases does not recompile. docs/decisions/gradient-flow-solver.md says why
 diffrax and this solver.
 
-Events: R ≤ ε ends the run (its time found by root finding on the dense output);
+Events: R ≤ ε ends the run at τ_ε (the event stops the solver at the end of the step
+where it fires; τ_ε is bisected on the dense output and the run's end set there);
 a non-finite risk or gradient, or a risk above `max_risk`, ends it too, marked
 diverged with the reason (`status`), never an exception. Half-progress times of each
 group and the plateau exit (below) are located on the dense output by bisection.
@@ -107,6 +108,25 @@ def _steps_of_times(times, boundaries, data):
                    data.durations.shape[0] - 1)
   exact = step_bounds[phase] + (times - boundaries[phase]) / data.step_sizes[phase]
   return jnp.floor(exact * (1 + 1e-12) + 1e-9).astype(jnp.int64)
+
+
+def _bisect(levels, crossed, times, t_end):
+  """The first zeros of K functions: levels(t (K,)) -> (K,), each <= 0 from its first zero
+  on. crossed (K, R) says at which records each is <= 0; the bracket is the record before the
+  first such record and that record (clipped to t_end), halved BISECTION_STEPS times. NaN
+  where no record crossed."""
+  first = jnp.argmax(crossed, axis=1)
+  hi = jnp.minimum(times[first], t_end)
+  lo = jnp.where(first > 0, times[jnp.maximum(first - 1, 0)], 0.0)
+
+  def halve(_, bracket):
+    lo, hi = bracket
+    mid = 0.5 * (lo + hi)
+    below = levels(mid) <= 0
+    return jnp.where(below, lo, mid), jnp.where(below, mid, hi)
+
+  _, crossing = jax.lax.fori_loop(0, BISECTION_STEPS, halve, (lo, hi))
+  return jnp.where(crossed.any(axis=1), crossing, jnp.nan)
 
 
 def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
@@ -222,12 +242,12 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
     # diffrax writes its saves in order and fills the unused ones with inf: after an event,
     # the final save (t1=True) follows the last record time reached.
     last = jnp.sum(jnp.isfinite(solution.ts)) - 1
-    t_end = solution.ts[last]
-    y_end = jnp.where(trained, solution.ys[last], y0)
-    end_value, end_gradient = per_token_gradient(y_end)
+    t_stop = solution.ts[last]
+    y_stop = jnp.where(trained, solution.ys[last], y0)
+    end_value, end_gradient = per_token_gradient(y_stop)
     stopped = solution.result == diffrax.RESULTS.event_occurred
     solver_failed = ~((solution.result == diffrax.RESULTS.successful) | stopped)
-    end_points = points_needed(unravel(y_end))
+    end_points = points_needed(unravel(y_stop))
     status = jnp.select(
         [solver_failed, end_points >= GRID_MARGIN * grid_size, ~jnp.isfinite(end_value),
          end_value > max_risk,
@@ -236,10 +256,27 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
          EPSILON], COMPLETED)
     diverged = status >= NONFINITE_RISK
 
+    def state_at(t, until):
+      return jnp.where(trained, solution.evaluate(jnp.clip(t, 0.0, until)), y0)
+
+    def risk_at(y):
+      return risk_of(unravel(y))
+
+    # The boolean event ends the step in which R ≤ ε; the run ends at the crossing, τ_ε,
+    # bisected on the dense output between the records that bracket it.
+    stop_ys = jnp.where((times <= t_stop)[:, None] & trained, solution.ys[:-1], y_stop)
+    below = jax.vmap(risk_at)(stop_ys) <= epsilon
+    tau_eps = _bisect(lambda t: risk_at(state_at(t[0], t_stop))[None] - epsilon,
+                      below[None], times, t_stop)[0]
+    reached_epsilon = status == EPSILON
+    tau_eps = jnp.where(reached_epsilon, tau_eps, jnp.nan)
+    t_end = jnp.where(reached_epsilon, tau_eps, t_stop)
+    y_end = jnp.where(reached_epsilon, state_at(tau_eps, t_stop), y_stop)
+
     # Records past the end (ε reached, or diverged) hold the state at the end, as a
     # diverged loop holds its last state.
     reached = times <= t_end
-    ys = jnp.where(reached[:, None] & trained, solution.ys[:-1], jnp.where(trained, y_end, y0))
+    ys = jnp.where(reached[:, None], stop_ys, y_end)
 
     def record(t, y):
       params = unravel(y)
@@ -255,8 +292,8 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
 
     recorded = jax.vmap(record)(jnp.minimum(times, t_end), ys)
 
-    # τ_ε, the half-progress times and the plateau exit: each bracketed by the records,
-    # then bisected together on the dense output, one risk evaluation per bracket and step.
+    # The half-progress times and the plateau exit: each bracketed by the records, then
+    # bisected together on the dense output.
     start_alpha = direct.attention_vector(direct.expand_params(partition, theta0))
     start_beta = direct.output_vector(direct.expand_params(partition, theta0))
 
@@ -268,40 +305,23 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
     moved_alpha, moved_beta = jax.vmap(moved)(ys)
     half_alpha, half_beta = 0.5 * moved_alpha.max(), 0.5 * moved_beta.max()
 
-    def state_at(t):
-      return jnp.where(trained, solution.evaluate(jnp.clip(t, 0.0, t_end)), y0)
-
     def levels(t):
-      """The four functions whose first zero is sought, at the times t (4,): R - ε,
+      """The three functions whose first zero is sought, at the times t (3,):
       half - ‖α - α0‖, half - ‖β - β0‖, R(t) - (1 - drop) R(t/10)."""
-      states = jax.vmap(state_at)(jnp.append(t, t[3] / PLATEAU_WINDOW))
-      risks = jax.vmap(lambda y: risk_of(unravel(y)))(states)
+      states = jax.vmap(lambda u: state_at(u, t_end))(jnp.append(t, t[2] / PLATEAU_WINDOW))
+      risks = jax.vmap(risk_at)(states)
       alpha_moves, beta_moves = jax.vmap(moved)(states)
-      return jnp.stack([risks[0] - epsilon, half_alpha - alpha_moves[1],
-                        half_beta - beta_moves[2], risks[3] - (1 - plateau_drop) * risks[4]])
+      return jnp.stack([half_alpha - alpha_moves[0], half_beta - beta_moves[1],
+                        risks[2] - (1 - plateau_drop) * risks[3]])
 
-    earlier = jax.vmap(lambda t: risk_of(unravel(state_at(t / PLATEAU_WINDOW))))(times)
-    record_levels = jnp.stack([
-        recorded["risk"] - epsilon,
-        jnp.where(half_alpha > 0, half_alpha - moved_alpha, 1.0),
-        jnp.where(half_beta > 0, half_beta - moved_beta, 1.0),
-        jnp.where((times > 0) & reached, recorded["risk"] - (1 - plateau_drop) * earlier, 1.0)])
-    crossed = record_levels <= 0  # (4, R)
-    first = jnp.argmax(crossed, axis=1)
-    hi = jnp.minimum(times[first], t_end)
-    lo = jnp.where(first > 0, times[jnp.maximum(first - 1, 0)], 0.0)
-
-    def halve(_, bracket):
-      lo, hi = bracket
-      mid = 0.5 * (lo + hi)
-      below = levels(mid) <= 0
-      return jnp.where(below, lo, mid), jnp.where(below, mid, hi)
-
-    _, crossing = jax.lax.fori_loop(0, BISECTION_STEPS, halve, (lo, hi))
-    crossing = jnp.where(crossed.any(axis=1), crossing, jnp.nan)
-    tau_eps = jnp.where(status == EPSILON, crossing[0], jnp.nan)
-    half_times = crossing[1:3]
-    plateau_exit = crossing[3]
+    earlier = jax.vmap(lambda t: risk_at(state_at(t / PLATEAU_WINDOW, t_end)))(times)
+    crossed = jnp.stack([
+        (half_alpha > 0) & (half_alpha - moved_alpha <= 0),
+        (half_beta > 0) & (half_beta - moved_beta <= 0),
+        (times > 0) & reached & (recorded["risk"] - (1 - plateau_drop) * earlier <= 0)])
+    crossing = _bisect(levels, crossed, times, t_end)
+    half_times = crossing[:2]
+    plateau_exit = crossing[2]
 
     steps = _steps_of_times(times, boundaries, data)
     grid_covered = jnp.all(recorded.pop("grid_covered"))
@@ -395,12 +415,14 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
     route: the population route ("auto" or a name of risk.ROUTES, §3).
     solver: "kvaerno5" (default), "kvaerno4", "kvaerno3" (implicit, stiff) or "tsit5",
       "dopri5" (explicit).
-    rtol, atol: the tolerances of the adaptive step-size controller (and of the ε root).
+    rtol, atol: the tolerances of the adaptive step-size controller (and of its Newton
+      iterations).
     num_records: K, the number of grid records.
     records: "geometric" (0, then K times from min(1, t1/K) to t1) or "uniform" (K + 1
       times from 0 to t1), every phase boundary recorded too; or an array of times rising
       from 0 to t1 (a new length compiles anew).
-    epsilon: R ≤ ε ends the run (summary tau_eps); None never ends it early.
+    epsilon: R ≤ ε ends the run at τ_ε, the first time R = ε (summary tau_eps); None
+      never ends it early.
     plateau_drop: the run leaves a plateau when R(t) ≤ (1 - plateau_drop)·R(t/10).
     max_risk: a risk above this ends the run as diverged.
     max_steps: the solver's step budget; a run that needs more ends as diverged.

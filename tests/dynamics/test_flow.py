@@ -184,22 +184,24 @@ def test_flow_to_a_shorter_t1_is_the_same_path(output_run):
 
 
 def test_epsilon_ends_the_run_at_the_crossing():
-  """R ≤ ε ends the run; τ_ε (bisected on the dense output) is where R = ε: a flow to
+  """R ≤ ε ends the run at τ_ε (bisected on the dense output), where R = ε: a flow to
   t1 = τ_ε ends at risk ε, to the solver's tolerance."""
   epsilon = 0.2
   run = quick_flow(lj.plans.output_only(1.0, 100), epsilon=epsilon)
   assert flow.STATUS[int(run.status)] == "epsilon reached" and not bool(run.diverged)
   tau = float(run.tau_eps)
-  assert 0 < tau <= float(run.t_end) < 100.0
+  assert 0 < tau == float(run.t_end) < 100.0  # the run ends at the crossing
   at_tau = quick_flow(lj.plans.output_only(1.0, 100), t1=tau)
   np.testing.assert_allclose(float(at_tau.risk[-1]), epsilon, rtol=SOLVER_TOLERANCE)
-  # Records past the end hold the final state.
+  # Records past the end hold the state at τ_ε, where R = ε.
   time = np.asarray(run.time)
-  after = time > float(run.t_end)
-  assert after.any()
-  np.testing.assert_array_equal(np.asarray(run.beta)[after],
-                                np.broadcast_to(np.asarray(run.beta)[after][0],
-                                                np.asarray(run.beta)[after].shape))
+  after = time > tau
+  assert after.any() and not after[np.asarray(run.risk) > epsilon + 1e-12].any()
+  np.testing.assert_allclose(np.asarray(run.risk)[after], epsilon, rtol=SOLVER_TOLERANCE)
+  np.testing.assert_allclose(np.asarray(run.beta)[after],
+                             np.broadcast_to(np.asarray(at_tau.beta[-1]),
+                                             np.asarray(run.beta)[after].shape),
+                             rtol=SOLVER_TOLERANCE)
 
 
 def test_plateau_exit_is_where_the_risk_falls_below_the_level_a_decade_earlier():
