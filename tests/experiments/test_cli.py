@@ -98,3 +98,22 @@ def test_a_long_unit_still_reports_every_heartbeat_with_rate_and_eta(caplog):
     assert len(caplog.records) == count             # finished: silent
   cli._progress.clear()
 
+
+
+def test_progress_lines_give_the_rate_of_new_work_and_its_eta(caplog, monkeypatch):
+  """A progress line's rate counts the work done since the first call, per second, and its
+  ETA is what is left at that rate: 2 units found done, 6 after 4 s of 10 -> 1/s, ETA 4 s
+  (issue 34's mutation campaign: rate = done × elapsed survived; lines only had to hold a
+  rate). The clock is the reporter's own perf_counter, set by hand."""
+  import logging
+
+  from experiments import common
+  now = [0.0]
+  monkeypatch.setattr(common.time, "perf_counter", lambda: now[0])
+  with caplog.at_level(logging.INFO, logger="absl"):
+    progress = common.progress_reporter("units", quiet=True, heartbeat=0)
+    progress(2, 10)
+    now[0] = 4.0
+    progress(6, 10)
+  assert caplog.records[-1].getMessage() == "6/10 units (1/s, ETA 4 s)"
+  cli._progress.clear()

@@ -99,3 +99,46 @@ def test_command_host_devices_and_environment(tmp_path, monkeypatch):
   assert "UNRELATED_SETTING" not in metadata["environment"]
   assert metadata["host"]["name"] and metadata["host"]["cores"] >= 1 and metadata["host"]["cpu"]
   assert metadata["devices"] and all(isinstance(d, str) for d in metadata["devices"])
+
+
+def test_host_cpu_is_the_model_name_of_proc_cpuinfo_and_devices_are_jaxs():
+  """host()'s CPU is /proc/cpuinfo's "model name" where that file has one, and devices() are
+  JAX's devices by name (issue 34's mutation campaign: a wrong cpuinfo path fell back to
+  platform.processor() unseen, and any list of strings passed for the devices)."""
+  import os
+
+  import jax
+  if os.path.exists("/proc/cpuinfo"):
+    with open("/proc/cpuinfo") as f:
+      models = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    if models:
+      assert common.host()["cpu"] == models[0]
+  assert common.devices() == [str(device) for device in jax.devices()]
+
+
+def test_start_sets_the_host_device_count_it_is_given(monkeypatch):
+  """start(host_devices=N) hands N to lagjax.xla_flags.host_devices (issue 34's mutation
+  campaign: N -> None survived). The real call is replaced: the backend is already up."""
+  asked = []
+  monkeypatch.setattr(common.xla_flags, "host_devices", asked.append)
+  common.start(config(), None, host_devices=4)
+  common.start(config(), None)
+  assert asked == [4]
+
+
+def test_experiment_progress_draws_a_bar_on_a_terminal_and_keeps_the_first_done(tmp_path,
+                                                                               monkeypatch):
+  """Experiment.progress is not quiet by default: on a terminal it draws the bar; its
+  wrapper keeps the count found done at the start (issue 34's mutation campaign)."""
+  import io
+
+  class Terminal(io.StringIO):
+    def isatty(self):
+      return True
+
+  terminal = Terminal()
+  monkeypatch.setattr("sys.stderr", terminal)
+  progress = common.start(config(), str(tmp_path)).progress("units")
+  progress(1, 2)
+  progress(2, 2)
+  assert "units" in terminal.getvalue() and progress.done_at_start == 1
