@@ -145,7 +145,7 @@ def label_code(risk, *, diverged=False, sharpness=None, etas=None,
   moves = jnp.diff(tail)
   pattern = jnp.where(jnp.abs(moves) <= scale, 0, jnp.sign(moves))
   repeats = jnp.stack([jnp.all(pattern[p:] == pattern[:-p]) for p in periods])
-  period = jnp.where(oscillating & repeats.any(), periods[jnp.argmax(repeats)], 0)
+  period = jnp.where(oscillating & repeats.any(), jnp.asarray(periods)[jnp.argmax(repeats)], 0)
 
   if sharpness is None:
     on_edge = jnp.asarray(False)

@@ -99,3 +99,12 @@ def test_tomita4_at_eta_2_oscillates_with_period_2():
                  lj.init_params(lang.d, cls=True, positions="first_last"))
   label = run_label.label_code(run.risk)
   assert (label.name, int(label.period)) == ("oscillating", 2)
+
+
+def test_label_code_jits_and_vmaps_over_runs():
+  """The sweep labels its runs under jit and vmap: the same labels as one at a time."""
+  import jax
+  runs = np.stack([np.tile([1.0, 0.5], 8), 0.5 * 0.25 ** np.arange(16.0)])
+  batched = jax.jit(jax.vmap(lambda risk: run_label.label_code(risk)))(runs)
+  assert [run_label.LABELS[int(c)] for c in batched.code] == ["oscillating", "monotone"]
+  assert batched.period.tolist() == [2, 0]
