@@ -258,3 +258,29 @@ def horizon_free_lag(alpha, beta, risk, epsilon, steps=None, weights=None) -> Ho
   gap = jnp.where(reached, jnp.sum(jnp.where(until, r_beta - r_alpha, 0.0)) / count, jnp.nan)
   return HorizonFreeLag(r_alpha, r_beta, gap, t_alpha, t_beta, ratio, tau)
 
+
+
+def sharpness_summary(sharpness, steps, etas) -> dict:
+  """The sharpness figures of a run (docs/theory.md §5d): its largest λ_max, λ_max at the
+  end, and the first record where GD's step is unstable along the top direction.
+
+  Args:
+    sharpness: (..., R) λ_max at the records (NaN where the risk was not finite).
+    steps: (R,) the record axis (steps, or a flow's times).
+    etas: the step size of the step at each record, (R,) or a scalar.
+
+  Returns:
+    {"max_sharpness": max_t λ_t (NaNs ignored), "end_sharpness": λ at the last record,
+    "first_unstable_step": the first record step with η·λ > 2, -1 if none}.
+
+  Example:
+    >>> summary = lj.metrics.sharpness_summary(jnp.array([1.0, 1.5, 2.5, 1.0]),
+    ...                                        jnp.array([0, 1, 2, 4]), 1.0)
+    >>> {name: float(value) for name, value in summary.items()}
+    {'max_sharpness': 2.5, 'end_sharpness': 1.0, 'first_unstable_step': 2.0}
+  """
+  sharpness = jnp.asarray(sharpness)
+  unstable = jnp.asarray(etas) * sharpness > 2.0
+  first = jnp.where(unstable.any(-1), jnp.asarray(steps)[jnp.argmax(unstable, -1)], -1)
+  return {"max_sharpness": jnp.nanmax(sharpness, -1), "end_sharpness": sharpness[..., -1],
+          "first_unstable_step": first}

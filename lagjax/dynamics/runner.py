@@ -269,7 +269,7 @@ def uniform_records(total_steps: int, num_records: int) -> np.ndarray:
 def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable,
               record: Callable, *, num_steps: int, record_every: int = 1, record_steps=None,
               max_value: float = MAX_VALUE, constrain: Callable | None = None,
-              always_step: bool = False) -> Callable:
+              always_step: bool = False, record_takes_step: bool = False) -> Callable:
   """The one training loop of §5: builds run(params0, key, data) -> Trajectory.
 
   run is not jitted: jit or vmap it (over keys and stacked PlanData for seeds and grids).
@@ -292,6 +292,8 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
       runs both branches on operands batched over runs; selecting instead leaves what
       depends only on (key, step) unbatched, so runs that share a key share it
       (task_train.make_grid_runner: one minibatch per key and step for all its plans).
+    record_takes_step: call record(params, step) with the record's step (clipped to the
+      plan's total), for records that depend on the phase (lj.train's sharpness).
 
   Returns:
     run(params0, key, data) -> Trajectory, the whole plan in one lax.scan with the plan's
@@ -353,7 +355,8 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
 
     def block(carry, bounds):
       start, end = bounds
-      recorded = dict(record(carry[0]), steps=jnp.minimum(start, total))
+      at = jnp.minimum(start, total)
+      recorded = dict(record(carry[0], at) if record_takes_step else record(carry[0]), steps=at)
       carry = jax.lax.fori_loop(start, end, lambda t, c: step(c, t)[0], carry)
       return carry, recorded
 

@@ -31,7 +31,8 @@ from lagjax import models, validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.data.sampling import sample_counts
-from lagjax.dynamics import plans, runner
+from lagjax.dynamics import metrics, plans, runner
+from lagjax.dynamics import sharpness as sharpness_lib
 from lagjax.dynamics.trajectory import Trajectory
 from lagjax.models import direct, kqv
 from lagjax.risk import ROUTES, base, coverage, resolve_route
@@ -86,12 +87,113 @@ def choose_partition(lang, theta0, plan, tied) -> partition_lib.Partition:
 
 
 
+def step_phase(data: plans.PlanData, steps):
+  """The phase of the step taken at each record step t: phase(t), or the last step's phase
+  at the end t = T (no step is taken there; §5).
+
+  Args:
+    data: the plan's PlanData.
+    steps: record steps (any shape, possibly traced).
+
+  Returns:
+    The slot index, an int array of the shape of steps.
+
+  Example:
+    >>> data = lj.plans.three_phase(1.0, 2.0, 3.0, 2).data()  # steps 1, 1, 2
+    >>> lj.dynamics.train.step_phase(data, jnp.arange(5)).tolist()
+    [0, 1, 2, 2, 2]
+  """
+  last = jnp.maximum(jnp.sum(data.steps) - 1, 0)
+  return plans.phase_index(jnp.minimum(jnp.asarray(steps), last), data.steps)
+
+
+def record_step_sizes(slots: Sequence[plans.Slot], data: plans.PlanData, steps):
+  """The step size η of the step taken at each record (`step_phase`); NaN in a phase with
+  a schedule (its η is not one number). What η·λ_max is compared with 2 by (§5d).
+
+  Args:
+    slots: the plan's slots.
+    data: the plan's PlanData.
+    steps: (R,) record steps.
+
+  Returns:
+    (R,) step sizes.
+
+  Example:
+    >>> plan = lj.plans.three_phase(1.0, 2.0, 3.0, 2)
+    >>> lj.dynamics.train.record_step_sizes(plan.slots(), plan.data(), jnp.arange(5)).tolist()
+    [1.0, 2.0, 3.0, 3.0, 3.0]
+  """
+  scheduled = jnp.asarray([slot.schedule is not None for slot in slots])
+  phase = step_phase(data, steps)
+  return jnp.where(scheduled[phase], jnp.nan, data.etas[phase])
+
+
+def stepped_sharpness(risk, params, k: int, *, sizes=None, trains=None, labels=None):
+  """The top k eigenvalues of the Hessian of `risk` on the parameters a step trains, in the
+  per-token metric (docs/theory.md §5d): what decides GD's stability at θ.
+
+  On token groups of sizes k_g, GD steps θ_g ← θ_g − η ∂R/∂θ_g / k_g (§3b), which is plain
+  GD in u = √k ⊙ θ (along every token axis; the CLS scalars have size 1). So the Hessian
+  recorded is ∇²_u R = D^{-1/2} ∇²_θ R D^{-1/2}, D = diag(k): equal to the per-token
+  Hessian restricted to the tied directions, which GD never leaves; GD at η is unstable
+  along its top direction iff η·λ_max > 2. With `trains` (attention, output) only the
+  groups the step trains enter (the others are held: M ∇² M with M their mask, whose
+  other eigenvalues are 0), so an output phase's sharpness is its β-Hessian's.
+
+  Args:
+    risk: params -> the population risk (grouped parameters).
+    params: θ, on the token groups (or KQV weights with sizes None).
+    k: how many eigenvalues (lagjax.dynamics.sharpness.top_eigenvalues: dense up to
+      DENSE_MAX_PARAMS parameters, else Lanczos).
+    sizes: the group sizes k_g (G,), or None for no rescaling.
+    trains: (2,) bools, whether the step trains the attention and the output group, or
+      None for every parameter.
+    labels: {name: "attention" | "output"} for params (models.group_labels); with trains.
+
+  Returns:
+    (k,) eigenvalues, largest first.
+
+  Example:
+    >>> risk = lambda p: 0.5 * (p["alpha"] ** 2).sum() + 2.0 * (p["beta"] ** 2).sum()
+    >>> theta = {"alpha": jnp.zeros(2), "beta": jnp.zeros(2)}
+    >>> labels = {"alpha": "attention", "beta": "output"}
+    >>> sharp = lj.dynamics.train.stepped_sharpness
+    >>> sharp(risk, theta, 1).tolist()  # ∂²R/∂β² = 4
+    [4.0]
+    >>> sharp(risk, theta, 1, sizes=jnp.array([1.0, 2.0])).tolist()  # 4 / k_g, largest 4
+    [4.0]
+    >>> np.round(sharp(risk, theta, 2, sizes=jnp.array([2.0, 4.0])), 12).tolist()  # 4/2, 4/4
+    [2.0, 1.0]
+    >>> sharp(risk, theta, 1, trains=jnp.array([True, False]), labels=labels).tolist()
+    [1.0]
+  """
+  root = None if sizes is None else jnp.sqrt(jnp.asarray(sizes, jnp.float64))
+  # per_token_gradients divides along every token axis: by 1/√k it gives u = √k ⊙ θ.
+  point = params if root is None else direct.per_token_gradients(params, 1.0 / root)
+
+  def in_metric(u):
+    return u if root is None else direct.per_token_gradients(u, root)
+
+  if trains is None:
+    held = in_metric
+  else:
+    mask = {name: trains[0] if group == "attention" else trains[1]
+            for name, group in labels.items()}
+
+    def held(v):
+      moved = {name: point[name] + mask[name] * (v[name] - point[name]) for name in point}
+      return in_metric(moved)
+
+  return sharpness_lib.top_eigenvalues(lambda v: risk(held(v)), point, k)
+
+
 def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                 partition: partition_lib.Partition, *, num_steps: int, loss="squared",
                 route="auto", layout: direct.Layout = direct.PLAIN, record_every: int = 1,
                 record_steps=None, max_risk: float = runner.MAX_VALUE,
                 error_samples: int = error_lib.ERROR_SAMPLES, kqv_form: bool = False,
-                num_points: int | None = None):
+                num_points: int | None = None, sharpness: int = 0):
   """Builds run(theta0_grouped, key, data) -> Trajectory for one slot structure (not jitted).
 
   theta0_grouped holds one entry per group of `partition`; data is the plan's
@@ -118,6 +220,9 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
     kqv_form: train the KQV weights instead of (α, β) (§2).
     num_points: the static quadrature grid of a quadrature route (risk/coverage.py); None
       for the route's default. Outside it the objective is NaN and the run stops there.
+    sharpness: k > 0 records the top k eigenvalues of the population risk's Hessian at
+      every record (`stepped_sharpness`, §5d) and the summary of
+      metrics.sharpness_summary; 0 (default) records none.
 
   Returns:
     run(theta0_grouped, key, data[, kqv_fixed]) -> Trajectory (as `train` returns it),
@@ -201,7 +306,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
   branch_names = list(dict.fromkeys(names))
   slot_branch = jnp.asarray([branch_names.index(name) for name in names])
 
-  def make_loop(to_direct):
+  def make_loop(to_direct, data):
     """The one training loop (lagjax/dynamics/runner.py) with the model read through to_direct."""
     def objective(key):
       samples = empirical_samples(key)
@@ -219,7 +324,14 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
 
       return step_objective
 
-    def record(params):
+    def record(params, step):
+      extra = {}
+      if sharpness:
+        trains = data.trains[step_phase(data, step)]
+        extra["sharpness"] = stepped_sharpness(
+            lambda p: population.risk(to_direct(p)), params, sharpness,
+            sizes=None if kqv_form else sizes, trains=trains,
+            labels=models.group_labels(groups, params))
       params = to_direct(params)
       population_report = report(params)
       token_params = direct.expand_params(partition, params)
@@ -228,11 +340,12 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
       return {"risk": population_report["risk"], "error": error_report(params)["error"],
               "alpha": direct.attention_vector(token_params),
               "beta": direct.output_vector(token_params), "margin": margin,
-              "grid_covered": population_report.get("grid_covered", jnp.array(True))}
+              "grid_covered": population_report.get("grid_covered", jnp.array(True)), **extra}
 
     return runner.make_loop(slots, functools.partial(models.group_labels, groups), objective,
                             record, num_steps=num_steps, record_every=record_every,
-                            record_steps=record_steps, max_value=max_risk)
+                            record_steps=record_steps, max_value=max_risk,
+                            record_takes_step=True)
 
   info = (("route", population.name), ("error_route", error_route),
           ("tied", partition.num_groups < lang.d))
@@ -243,12 +356,16 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                        "kqv_form=True.")
     to_direct = functools.partial(kqv.kqv_to_direct, fixed=kqv_fixed) if kqv_form else (
         lambda params: params)
-    trajectory = make_loop(to_direct)(theta0, key, data)
+    trajectory = make_loop(to_direct, data)(theta0, key, data)
     records = dict(trajectory.records)
-    grid_covered = jnp.all(records.pop("grid_covered"))
+    summary = {"grid_covered": jnp.all(records.pop("grid_covered"))}
+    if sharpness:
+      etas = record_step_sizes(slots, data, trajectory.steps)
+      summary.update(metrics.sharpness_summary(records["sharpness"][:, 0], trajectory.steps,
+                                               etas))
     return dataclasses.replace(
         trajectory, params=direct.expand_params(partition, to_direct(trajectory.params)),
-        records=records, summary={"grid_covered": grid_covered}, info=info)
+        records=records, summary=summary, info=info)
 
   return run
 
@@ -256,7 +373,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
 def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squared",
           route: str = "auto", record_every: int = 1, key=None, num_seeds: int | None = None,
           tied="auto", max_risk: float = runner.MAX_VALUE,
-          num_points: int | None = None) -> Trajectory:
+          num_points: int | None = None, sharpness: int = 0) -> Trajectory:
   """Runs `plan` on `lang` from θ0 (default zero) and records the trajectory, by exact
   population (or empirical) GD in one scan (docs/theory.md §5; tying: §3b).
 
@@ -278,6 +395,10 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
       there, so it equals a run on that grid from the start and never ends because of the
       grid. An int fixes the grid: a run that leaves it stops (the divergence rule, §5)
       and says so in info diverged_because ("quadrature grid exceeded at step k: …").
+    sharpness: k ≥ 1 records the k largest eigenvalues of the population risk's Hessian at
+      every record, on the parameters the step there trains, in the per-token metric
+      (`stepped_sharpness`, docs/theory.md §5d); 0 (default): none. At most the number
+      of parameters the run steps (those of the token groups when tied).
 
   Returns:
     A Trajectory (lagjax/dynamics/trajectory.py; a leading seed axis on every array when
@@ -291,6 +412,9 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
       attention margin min_{a∈L} α_a - max_{σ∉L} α_σ (L = the language's
       margin_letters(); NaN when it has none);
     - summary: grid_covered, whether every Laplace evaluation had enough quadrature nodes;
+    - with sharpness = k: records sharpness (R, k), λ_1 ≥ … ≥ λ_k at each record, and
+      summary max_sharpness, end_sharpness and first_unstable_step, the first record step
+      with η·λ_1 > 2 (-1 if none; metrics.sharpness_summary, η from `record_step_sizes`);
     - info: route (of the risk records), error_route, tied (whether the run was simulated
       on token groups, §3b); after a re-size, grid_points (the grid the run used); after a
       stop because of a fixed grid, diverged_because.
@@ -324,12 +448,14 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
   partition = choose_partition(lang, theta0, plan, tied)
   layout = direct.layout(theta0)
   grouped = direct.group_params(partition, theta0)
+  sharpness = check_sharpness(sharpness, grouped)
   key = jax.random.key(0) if key is None else key
   data = plan.data()
 
   def attempt(size):
     run = _compiled_runner(lang, plan.slots(), plan.total_steps, partition, loss, route,
-                           layout, record_every, max_risk, num_points=size)
+                           layout, record_every, max_risk, num_points=size,
+                           sharpness=sharpness)
     if num_seeds is None:
       return run(grouped, key, data)
     keys = jax.random.split(key, num_seeds)
@@ -341,6 +467,38 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
   resized = coverage.resize(attempt, lang, windows, stopped_at=stopped_params,
                             num_points=num_points, fixed=num_points is not None)
   return with_grid_info(resized, num_points is not None)
+
+
+def check_sharpness(sharpness, params) -> int:
+  """The sharpness option k checked: an integer in [0, P], P the number of parameters
+  the run steps (§5d).
+
+  Args:
+    sharpness: k, the number of top Hessian eigenvalues to record (0: none).
+    params: the parameters the run steps (on the token groups when tied).
+
+  Returns:
+    k as an int.
+
+  Raises:
+    ValueError: in one line naming k, for a k outside [0, P] or not an integer.
+
+  Example:
+    >>> theta = {"alpha": jnp.zeros(2), "beta": jnp.zeros(2)}
+    >>> lj.dynamics.train.check_sharpness(3, theta)
+    3
+    >>> lj.dynamics.train.check_sharpness(5, theta)
+    Traceback (most recent call last):
+    ...
+    ValueError: sharpness (k, the number of top Hessian eigenvalues) must be an integer in ...
+  """
+  size = sum(np.size(leaf) for leaf in jax.tree_util.tree_leaves(params))
+  if (isinstance(sharpness, bool) or not isinstance(sharpness, (int, np.integer))
+      or not 0 <= sharpness <= size):
+    raise ValueError(f"sharpness (k, the number of top Hessian eigenvalues) must be an "
+                     f"integer in [0, {size}] (0: off; {size} parameters are stepped); "
+                     f"got {sharpness!r}.")
+  return int(sharpness)
 
 
 def build_route_spec(lang, loss, route, layout) -> base.RouteSpec:
@@ -384,10 +542,11 @@ def with_grid_info(resized: coverage.Resized, fixed: bool) -> Trajectory:
 
 @functools.lru_cache(maxsize=32)
 def _compiled_runner(lang, slots, num_steps, partition, loss, route, layout, record_every,
-                     max_risk, kqv_form=False, num_points=None):
+                     max_risk, kqv_form=False, num_points=None, sharpness=0):
   return jax.jit(make_runner(lang, slots, partition, num_steps=num_steps, loss=loss,
                              route=route, layout=layout, record_every=record_every,
-                             max_risk=max_risk, kqv_form=kqv_form, num_points=num_points))
+                             max_risk=max_risk, kqv_form=kqv_form, num_points=num_points,
+                             sharpness=sharpness))
 
 
 def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float = 0.1,
