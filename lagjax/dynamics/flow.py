@@ -40,10 +40,11 @@ from jax.flatten_util import ravel_pytree
 from lagjax import models, validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
-from lagjax.dynamics import plans, runner, train
+from lagjax.dynamics import output_phase, plans, runner, train
 from lagjax.dynamics.trajectory import Trajectory
 from lagjax.models import direct
 from lagjax.risk import coverage
+from lagjax.risk import moments as moments_lib
 from lagjax.risk import risk_fn as build_route
 
 # The solvers by name. The implicit ones (ESDIRK, L-stable) suit the stiff late phase of
@@ -135,7 +136,8 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
               rtol: float = 1e-8, atol: float = 1e-10, num_records: int = 64,
               records: str = "geometric", record_steps=None,
               max_risk: float = runner.MAX_VALUE, max_steps: int = 16_384,
-              num_points: int | None = None, with_solution: bool = False):
+              num_points: int | None = None, with_solution: bool = False,
+              output_only: bool = False):
   """Builds run(theta0_grouped, data, t1, epsilon, plateau_drop) -> Trajectory (not jitted;
   docs/theory.md §5).
 
@@ -163,7 +165,10 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
       for the route's default. The run stops (status GRID_EXCEEDED) when θ needs
       GRID_MARGIN of it.
     with_solution: run returns (Trajectory, dense) instead, dense = (the diffrax Solution,
-      the mask of trained coordinates, θ0 and t_end flat), read by `dense_path`.
+      the mask of trained coordinates, θ0 and t_end flat); it always runs the solver.
+    output_only: every phase trains β alone: on the plain layout with squared loss and a
+      moments route, the run follows the exact solution of the linear phase
+      (output_phase.output_flow_solver, §4) instead of the solver (summary num_steps 0).
 
   Returns:
     run(theta0_grouped, data, t1, epsilon, plateau_drop[, times]) -> Trajectory, as lj.flow
@@ -194,6 +199,17 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
   sizes = jnp.asarray(partition.sizes)
   value_and_grad = jax.value_and_grad(risk_of)
   controller = diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=PCOEFF, icoeff=ICOEFF)
+  # Plans whose phases all train β alone (output_only) follow the linear phase's exact
+  # solution where the moments (H, g) exist: squared loss, the plain layout (§4).
+  linear = output_only and not with_solution and layout.plain and loss == "squared"
+  if linear:
+    try:
+      moments_lib.moments_route(lang)
+    except ValueError:
+      linear = False
+  if linear:
+    moments = moments_lib.moments_fn(lang, partition, cls=layout.cls)
+    metric = jnp.asarray(partition.metric(layout.cls))
   solver_instance = (SOLVERS[solver](root_finder=diffrax.VeryChord(rtol=rtol, atol=atol,
                                                                     kappa=NEWTON_KAPPA))
                      if solver in IMPLICIT else SOLVERS[solver]())
@@ -229,24 +245,55 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
 
     if records != "given":
       times = _record_times(records, num_records, boundaries, t1, record_steps, data)
-    step_controller = (controller if num_phases == 1 else
-                       diffrax.ClipStepSizeController(controller, jump_ts=inner))
-    solution = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector_field), solver_instance, 0.0, t1, None, y0,
-        stepsize_controller=step_controller,
-        saveat=diffrax.SaveAt(ts=times, t1=True, dense=True),
-        event=diffrax.Event(ends_the_run), max_steps=max_steps, throw=False)
     # A coordinate no phase trains stays at θ0 exactly (the implicit solver's linear
     # solves would leave roundoff of ~1e-31 there, which the lag metrics would read as a move).
     trained = jnp.any(coordinate_rates > 0, axis=0)
-    # diffrax writes its saves in order and fills the unused ones with inf: after an event,
-    # the final save (t1=True) follows the last record time reached.
-    last = jnp.sum(jnp.isfinite(solution.ts)) - 1
-    t_stop = solution.ts[last]
-    y_stop = jnp.where(trained, solution.ys[last], y0)
+    if linear:
+      # Every phase moves β alone: R is quadratic in β at the fixed α, and the flow is the
+      # linear ODE dβ/dt = -r D^{-1}(Hβ - g), solved exactly (output_phase.output_flow).
+      hessian, target = moments(theta0)
+      beta0 = direct.stack(theta0, "beta")
+      output_rates = data.rates[:, 1]
+
+      def beta_path(t):
+        beta, start = jnp.broadcast_to(beta0, t.shape + beta0.shape), beta0
+        phase = phase_of(t)
+        for i in range(num_phases):
+          last_phase = i == num_phases - 1
+          local = jnp.maximum(t - boundaries[i], 0.0)
+          local = local if last_phase else jnp.minimum(local, data.durations[i])
+          solve = output_phase.output_flow_solver(hessian, target, metric, start,
+                                                  output_rates[i])
+          beta = jnp.where((phase == i)[..., None], solve(local), beta)
+          if not last_phase:
+            start = solve(data.durations[i][None])[0]
+        return beta
+
+      def evaluate(t):
+        beta = beta_path(jnp.atleast_1d(t))[0]
+        return ravel_pytree(direct.unstack(theta0, "beta", beta))[0]
+
+      t_stop, raw_ys = t1, jax.vmap(evaluate)(times)
+      y_stop = evaluate(t1)
+      stopped, solver_failed = risk_of(unravel(y_stop)) <= epsilon, jnp.array(False)
+      stats = {"num_accepted_steps": jnp.array(0), "num_rejected_steps": jnp.array(0)}
+    else:
+      step_controller = (controller if num_phases == 1 else
+                         diffrax.ClipStepSizeController(controller, jump_ts=inner))
+      solution = diffrax.diffeqsolve(
+          diffrax.ODETerm(vector_field), solver_instance, 0.0, t1, None, y0,
+          stepsize_controller=step_controller,
+          saveat=diffrax.SaveAt(ts=times, t1=True, dense=True),
+          event=diffrax.Event(ends_the_run), max_steps=max_steps, throw=False)
+      # diffrax writes its saves in order and fills the unused ones with inf: after an
+      # event, the final save (t1=True) follows the last record time reached.
+      last = jnp.sum(jnp.isfinite(solution.ts)) - 1
+      t_stop, raw_ys = solution.ts[last], solution.ys[:-1]
+      y_stop = jnp.where(trained, solution.ys[last], y0)
+      stopped = solution.result == diffrax.RESULTS.event_occurred
+      solver_failed = ~((solution.result == diffrax.RESULTS.successful) | stopped)
+      evaluate, stats = solution.evaluate, solution.stats
     end_value, end_gradient = per_token_gradient(y_stop)
-    stopped = solution.result == diffrax.RESULTS.event_occurred
-    solver_failed = ~((solution.result == diffrax.RESULTS.successful) | stopped)
     end_points = points_needed(unravel(y_stop))
     status = jnp.select(
         [solver_failed, end_points >= GRID_MARGIN * grid_size, ~jnp.isfinite(end_value),
@@ -257,14 +304,14 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
     diverged = status >= NONFINITE_RISK
 
     def state_at(t, until):
-      return jnp.where(trained, solution.evaluate(jnp.clip(t, 0.0, until)), y0)
+      return jnp.where(trained, evaluate(jnp.clip(t, 0.0, until)), y0)
 
     def risk_at(y):
       return risk_of(unravel(y))
 
     # The boolean event ends the step in which R ≤ ε; the run ends at the crossing, τ_ε,
     # bisected on the dense output between the records that bracket it.
-    stop_ys = jnp.where((times <= t_stop)[:, None] & trained, solution.ys[:-1], y_stop)
+    stop_ys = jnp.where((times <= t_stop)[:, None] & trained, raw_ys, y_stop)
     below = jax.vmap(risk_at)(stop_ys) <= epsilon
     tau_eps = _bisect(lambda t: risk_at(state_at(t[0], t_stop))[None] - epsilon,
                       below[None], times, t_stop)[0]
@@ -331,8 +378,8 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
                "half_time_alpha": half_times[0], "half_time_beta": half_times[1],
                "plateau_exit": plateau_exit, "grid_covered": grid_covered,
                "grid_points_needed": end_points,
-               "num_steps": solution.stats["num_accepted_steps"],
-               "num_rejected": solution.stats["num_rejected_steps"]}
+               "num_steps": stats["num_accepted_steps"],
+               "num_rejected": stats["num_rejected_steps"]}
     trajectory = Trajectory(params=unravel(y_end), steps=steps, time=times, diverged=diverged,
                       diverged_step=jnp.where(diverged, _steps_of_times(t_end, boundaries,
                                                                         data), -1),
@@ -340,7 +387,7 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
                       info=(("route", population.name), ("solver", solver),
                             ("tied", partition.num_groups < lang.d)), **fields)
     if with_solution:
-      return trajectory, (solution, trained, y0, t_end)
+      return trajectory, (solution, trained, y0, t_end)  # with_solution runs the solver
     return trajectory
 
   return run
@@ -397,7 +444,7 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
          atol: float = 1e-10, num_records: int = 64, records: str = "geometric",
          epsilon: float | None = None, plateau_drop: float = 0.5,
          max_risk: float = runner.MAX_VALUE, max_steps: int = 16_384, tied="auto",
-         num_points: int | None = None, dense: bool = False):
+         num_points: int | None = None, dense: bool = False, closed_form: bool = True):
   """Runs `plan` on `lang` from θ0 (default zero) as exact population gradient flow
   (docs/theory.md §5; per-token gradients on tied groups: §3b), mirroring lj.train.
 
@@ -430,7 +477,10 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
     num_points: the quadrature grid of a quadrature route (Laplace, transfer); None
       re-sizes it (risk/coverage.py's ladder) whenever θ nears its edge, so the grid never
       ends the run; an int fixes it (then a run reaching its edge ends as diverged).
-    dense: also return the dense output.
+    dense: also return the dense output (then the solver runs every phase).
+    closed_form: a plan whose phases all train β alone follows the exact solution of the
+      linear phase (§4; on the plain layout, squared loss, a route with the moments H, g)
+      instead of the solver; False forces the solver.
 
   Returns:
     With dense, the pair (Trajectory, path), path(t) -> per-token θ(t) (jitted) for any
@@ -493,10 +543,12 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
   if given is not None:
     arguments += (jnp.asarray(given),)
   route = flow_plan.objective.route if route == "auto" else route
+  output_only = bool(closed_form) and all(p.group == "output" for p in flow_plan.phases)
 
   def attempt(points):
     run = _compiled_flow(lang, partition, len(flow_plan.phases), loss, route, layout, solver,
-                         rtol, atol, size, kind, max_risk, max_steps, points, dense)
+                         rtol, atol, size, kind, max_risk, max_steps, points, dense,
+                         output_only)
     return run(*arguments)
 
   def stopped_at(result):
@@ -533,9 +585,10 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
 
 @functools.lru_cache(maxsize=16)
 def _compiled_flow(lang, partition, num_phases, loss, route, layout, solver, rtol, atol,
-                   num_records, records, max_risk, max_steps, num_points, dense):
+                   num_records, records, max_risk, max_steps, num_points, dense,
+                   output_only):
   return jax.jit(make_flow(lang, partition, num_phases=num_phases, loss=loss, route=route,
                            layout=layout, solver=solver, rtol=rtol, atol=atol,
                            num_records=num_records, records=records, max_risk=max_risk,
                            max_steps=max_steps, num_points=num_points,
-                           with_solution=dense))
+                           with_solution=dense, output_only=output_only))

@@ -28,13 +28,27 @@ SOLVER_TOLERANCE = 1e-6
 
 
 def quick_flow(plan, **options):
-  """A flow through the quick tests' one compiled program."""
-  return lj.flow(LANG, plan, num_records=RECORDS, **options)
+  """A flow through the quick tests' one compiled program: the solver, also on the
+  output-only plans, whose exact linear solution (closed_form=True) is tested apart."""
+  return lj.flow(LANG, plan, num_records=RECORDS, closed_form=False, **options)
 
 
 @pytest.fixture(scope="module")
 def output_run():
   return quick_flow(lj.plans.output_only(1.0, 100))
+
+
+@pytest.mark.slow
+def test_output_only_plans_follow_the_exact_linear_solution(output_run):
+  """closed_form=True (the default) runs an output-only plan through
+  output_phase.output_flow_solver: no solver steps, and the solver's path to its tolerance
+  (local error 1e-8·|θ| per step, ~1e-7 over the run)."""
+  exact = lj.flow(LANG, lj.plans.output_only(1.0, 100), num_records=RECORDS)
+  assert int(exact.num_steps) == 0 and int(output_run.num_steps) > 0
+  np.testing.assert_allclose(np.asarray(exact.beta), np.asarray(output_run.beta),
+                             atol=1e-6)
+  np.testing.assert_allclose(np.asarray(exact.risk), np.asarray(output_run.risk), rtol=1e-6)
+  assert np.all(np.asarray(exact.alpha) == 0.0)
 
 
 # ---------------------------------------------------------------------------------------
