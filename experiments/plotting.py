@@ -8,8 +8,11 @@ import numpy as np
 
 from experiments import common, regimes_overlay
 from lagjax import sweep
+from lagjax.dynamics import plans, run_label
 
 RISK_FLOOR = 1e-16  # risks are shown on a log scale; exact zeros sit at this floor
+# The regime panel's colour of each run_label.LABELS entry, in its order.
+REGIME_COLOURS = ("#2ca02c", "#1f77b4", "#9467bd", "#ff7f0e", "#e377c2", "#d62728")
 
 
 def diagram_groups(results: dict, axes: tuple[str, str]):
@@ -39,6 +42,45 @@ def seed_average(results: dict, rows, x_name: str, y_name: str):
   return np.maximum(risk, RISK_FLOOR), diverged.reshape(ys.size, xs.size), xs, ys
 
 
+def regime_cells(results: dict, rows, x_name: str, y_name: str):
+  """The (y, x) grid of regime labels (codes into run_label.LABELS): at each grid point the
+  most frequent label over its rows (seeds), -1 where there are none. Returns
+  (codes, xs, ys)."""
+  xs, x_index = np.unique(results[x_name][rows], return_inverse=True)
+  ys, y_index = np.unique(results[y_name][rows], return_inverse=True)
+  cell = y_index.reshape(-1) * xs.size + x_index.reshape(-1)
+  counts = np.zeros((ys.size * xs.size, len(run_label.LABELS)), np.int64)
+  np.add.at(counts, (cell, np.asarray(results["label"][rows], np.int64)), 1)
+  codes = np.where(counts.sum(1) > 0, counts.argmax(1), -1)
+  return codes.reshape(ys.size, xs.size), xs, ys
+
+
+def regime_panel(ax, results: dict, rows, key, x_name: str, y_name: str) -> float | None:
+  """Draws the regime panel on `ax`: the grid coloured by each run's regime label
+  (run_label.LABELS; docs/theory.md §5d) and the line η = 2/λ_max(θ0) on the axis of the
+  plan's first step size, where the first step turns unstable. Returns that η (None when
+  λ_max(θ0) ≤ 0 or the first step size is on neither axis)."""
+  from matplotlib.colors import ListedColormap
+  from matplotlib.patches import Patch
+  codes, xs, ys = regime_cells(results, rows, x_name, y_name)
+  ax.pcolormesh(xs, ys, np.ma.masked_less(codes, 0), shading="nearest",
+                cmap=ListedColormap(REGIME_COLOURS), vmin=-0.5, vmax=len(REGIME_COLOURS) - 0.5)
+  handles = [Patch(color=REGIME_COLOURS[code], label=run_label.LABELS[code].replace("_", " "))
+             for code in np.unique(codes[codes >= 0])]
+  first = plans.PLANS[key.plan].eta_names[0]
+  initial = float(np.nanmedian(results["initial_sharpness"][rows]))
+  edge = 2.0 / initial if initial > 0 and first in (x_name, y_name) else None
+  if edge is not None:
+    draw = ax.axvline if first == x_name else ax.axhline
+    draw(edge, color="black", linestyle="--", linewidth=1.5)
+    handles.append(Patch(facecolor="none", edgecolor="black", linestyle="--",
+                         label=f"{symbol(first)} = 2/λ_max(θ0) = {edge:.3g}"))
+  ax.set(xscale="log", yscale="log", xlabel=symbol(x_name), ylabel=symbol(y_name),
+         title=f"regime of each run: {key.plan}, d = {key.d}, T = {key.steps}")
+  ax.legend(handles=handles, fontsize=7, loc="best")
+  return edge
+
+
 def symbol(name: str) -> str:
   """A step-size column as figures write it: eta1 -> η1."""
   return name.replace("eta", "η")
@@ -51,9 +93,14 @@ def phase_diagram(results: dict, config, path: str) -> str | None:
   groups = list(diagram_groups(results, (x_name, y_name)))
   if not groups:
     return None
-  fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 5), squeeze=False)
+  # With the sweep's regime labels (config.sharpness), a second row: the regime panel.
+  regimes = "label" in results
+  fig, axes = plt.subplots(2 if regimes else 1, len(groups),
+                           figsize=(6 * len(groups), 10 if regimes else 5), squeeze=False)
   drawn = False
-  for ax, (key, rows) in zip(axes[0], groups):
+  for column, (ax, (key, rows)) in enumerate(zip(axes[0], groups)):
+    if regimes:
+      regime_panel(axes[1, column], results, rows, key, x_name, y_name)
     risk, diverged, xs, ys = seed_average(results, rows, x_name, y_name)
     mesh = ax.pcolormesh(xs, ys, np.ma.masked_where(diverged, risk), shading="nearest",
                          norm=LogNorm(vmin=max(risk.min(), RISK_FLOOR), vmax=risk.max()),

@@ -128,6 +128,9 @@ def prepare_workdir(workdir: str, config_json: str, overwrite: bool) -> None:
 
 RESULT_COLUMNS = ("plan", "d", "T", "N", "seed", *sweep.ETA_NAMES, "final_risk", "error",
                   "margin", "lag_gap", "status", "diverged_step", "engine")
+# Appended when the sweep labels its runs (config.sharpness; label is a run_label.LABELS name).
+REGIME_COLUMNS = ("label", "period", "max_sharpness", "end_sharpness", "first_unstable_step",
+                  "initial_sharpness")
 
 
 def write_results(results: dict, workdir: str) -> str:
@@ -142,10 +145,16 @@ def write_results(results: dict, workdir: str) -> str:
              *(csv_field(results[name]) for name in ("final_risk", "error", "margin", "lag_gap")),
              csv_field(np.where(results["diverged"], "diverged", "ok")),
              csv_field(results["diverged_step"]), csv_field(results["engine"])]
+  header = RESULT_COLUMNS
+  if "label" in results:
+    names = np.asarray(lj.dynamics.run_label.LABELS, dtype=object)
+    columns += [csv_field(names[np.asarray(results["label"], np.int64)]),
+                *(csv_field(results[name]) for name in REGIME_COLUMNS[1:])]
+    header += REGIME_COLUMNS
   lines = map(",".join, zip(*columns))
   path = os.path.join(workdir, "results.csv")
   with open(path, "w", newline="") as f:
-    f.write("\r\n".join([",".join(RESULT_COLUMNS), *lines, ""]))
+    f.write("\r\n".join([",".join(header), *lines, ""]))
   return path
 
 
@@ -233,7 +242,7 @@ def main(argv):
       table, workdir, functools.partial(config_language, config),
       loss=config.loss, route=config.route, chunk_size=config.chunk_size,
       batch_size=config.batch_size, num_records=config.num_records, max_risk=config.max_risk,
-      engine=DYNAMICS[config.dynamics],
+      engine=DYNAMICS[config.dynamics], sharpness=bool(config.sharpness),
       # Risk paths are 8 bytes per record and row: keep only those the outputs use.
       path_rows=None if config.save_trajectories else plotting.curve_rows(table, config),
       progress=progress,

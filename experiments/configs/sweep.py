@@ -42,6 +42,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.batch_size = 64             # configurations per vmapped batch (lax.map walks them)
   config.max_risk = 1e8              # a risk above this marks divergence
   config.save_trajectories = False
+  # Record λ_max of the Hessian at every record and label each run's regime (monotone,
+  # catapult, oscillating, …: lj.dynamics.run_label, docs/theory.md §5d): results.csv gains
+  # label, period, max_sharpness, end_sharpness, first_unstable_step, initial_sharpness, and
+  # phase_diagram.png a regime panel with the line η1 = 2/λ_max(θ0). Off: as fast as before.
+  config.sharpness = False
   config.diagram_axes = ("eta1", "eta2")
   # Dash the exact boundary of lj.regimes on phase_diagram.png and name the η1 wall in the
   # regime report (three_phase, population, squared loss; costs one compilation).

@@ -599,3 +599,9 @@ def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float =
   # A run that leaves its quadrature grid runs again on a covering one, as in `train`.
   return with_grid_info(coverage.resize(attempt, lang, coverage.windows(lang.d),
                                         stopped_at=stopped_params), False)
+
+
+# build_route_spec, stopped_params and with_grid_info are shared with lagjax/dynamics/flow.py,
+# not public API.
+__all__ = ["check_sharpness", "choose_partition", "make_runner", "record_step_sizes",
+           "step_phase", "stepped_sharpness", "train", "train_kqv"]

@@ -7,10 +7,17 @@ by the processes of a jax.distributed run (processes.py).
 """
 
 from lagjax.sweep import chunk_store, processes
-from lagjax.sweep.evaluator import OUTPUTS, Evaluator, chunked, make_evaluator, make_plan
+from lagjax.sweep.evaluator import (
+           OUTPUTS,
+           SHARPNESS_OUTPUTS,
+           Evaluator,
+           chunked,
+           make_evaluator,
+           make_plan,
+)
 from lagjax.sweep.run import ProgressFn, risk_paths, run_sweep
 from lagjax.sweep.table import ETA_NAMES, GroupKey, build_table, group_rows
 
-__all__ = ["ETA_NAMES", "OUTPUTS", "Evaluator", "GroupKey", "ProgressFn", "build_table",
-           "chunk_store", "chunked", "group_rows", "make_evaluator", "make_plan", "processes",
-           "risk_paths", "run_sweep"]
+__all__ = ["ETA_NAMES", "OUTPUTS", "SHARPNESS_OUTPUTS", "Evaluator", "GroupKey", "ProgressFn",
+           "build_table", "chunk_store", "chunked", "group_rows", "make_evaluator", "make_plan",
+           "processes", "risk_paths", "run_sweep"]

@@ -14,13 +14,20 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from lagjax import models
 from lagjax.data import languages
-from lagjax.dynamics import engines, plans, runner, train
+from lagjax.dynamics import engines, metrics, plans, run_label, runner, train
 from lagjax.models import direct
 from lagjax.risk import ROUTES, coverage, error, resolve_route
+from lagjax.risk import risk_fn as build_route
 from lagjax.sweep.table import GroupKey
 
 OUTPUTS = ("final_risk", "error", "margin", "lag_gap", "diverged", "diverged_step")
+# With sharpness=True (docs/theory.md §5d): the run's regime (an index into
+# run_label.LABELS) and its period, its largest and final λ_max, the first record step
+# with η·λ_max > 2 (-1 if none), and λ_max at θ0 (2/λ_max(θ0) bounds the first step size).
+SHARPNESS_OUTPUTS = ("label", "period", "max_sharpness", "end_sharpness",
+                     "first_unstable_step", "initial_sharpness")
 
 
 def make_plan(name: str, steps: int, n_samples: int = 0) -> plans.Plan:
@@ -74,7 +81,8 @@ class Evaluator(NamedTuple):
 def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squared",
                    route: str = "auto", num_records: int = 64,
                    max_risk: float = runner.MAX_VALUE,
-                   num_points: int | None = None, engine: str = "auto") -> Evaluator:
+                   num_points: int | None = None, engine: str = "auto",
+                   sharpness: bool = False) -> Evaluator:
   """The evaluator of one static group, through the engine contract of §5b.
 
   The closed form where it supports the plan, else the step-by-step loop
@@ -92,6 +100,11 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
     num_points: the static quadrature grid of the steps engine (risk/coverage.py); None
       for coverage.default_size where its route has a grid.
     engine: "auto" (closed form, else steps), or an engine of engines.ENGINES ("flow").
+    sharpness: also give SHARPNESS_OUTPUTS: λ_max at every record, from the recorded
+      (α, β) on the token groups by train.stepped_sharpness (the parameters the step
+      there trains, per-token metric), and run_label.label_code on the risk path. The
+      label reads the record grid: rises, catapults and divergence are seen between
+      records, and a period counts records (steps where the grid is every step, T ≤ K).
 
   Returns:
     An Evaluator.
@@ -111,6 +124,8 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
     num_points = coverage.default_size(lang, coverage.windows(partition.num_groups))
   evaluation = engines.build(lang, plan, loss=loss, route=route, num_records=num_records,
                              max_risk=max_risk, num_points=num_points, engine=engine)
+  regime = (regime_outputs(lang, plan, evaluation.partition, loss, route, num_points)
+            if sharpness else None)
   if evaluation.engine != "steps":
     num_points = None
   error_report, _ = error.best_route(lang, evaluation.partition)
@@ -119,14 +134,72 @@ def make_evaluator(lang: languages.Language, key: GroupKey, *, loss: str = "squa
 
   def evaluate(etas, seed):
     run = evaluation.evaluate(etas, jax.random.key(seed))
-    return {"final_risk": run.risk[-1], "error": error_report(run.params)["error"],
-            "margin": direct.attention_margin({"alpha": run.expand(run.alpha[-1])}, letters),
-            # The lag gap is a mean over t: over the uniformly spaced records only.
-            "lag_gap": run.lag(evaluation.uniform).lag_gap,
-            "diverged": run.diverged, "diverged_step": run.diverged_step, "risk_path": run.risk,
-            "grid_needed": grid_needed(run.params)}
+    out = {"final_risk": run.risk[-1], "error": error_report(run.params)["error"],
+           "margin": direct.attention_margin({"alpha": run.expand(run.alpha[-1])}, letters),
+           # The lag gap is a mean over t: over the uniformly spaced records only.
+           "lag_gap": run.lag(evaluation.uniform).lag_gap,
+           "diverged": run.diverged, "diverged_step": run.diverged_step, "risk_path": run.risk,
+           "grid_needed": grid_needed(run.params)}
+    if regime is not None:
+      out.update(regime(run, etas))
+    return out
 
   return Evaluator(evaluate, evaluation.engine, evaluation.record_steps, num_points)
+
+
+def regime_outputs(lang: languages.Language, plan: plans.Plan, partition, loss, route,
+                   num_points) -> Callable:
+  """(run, etas) -> the SHARPNESS_OUTPUTS of a sweep run on `partition` (§5d).
+
+  λ_max at each record is train.stepped_sharpness of the population risk at the recorded
+  (α, β) (θ0 = 0 has no CLS or position tables, so they are the whole θ), on the groups
+  the step at that record trains; η at a record is train.record_step_sizes'.
+
+  Args:
+    lang: the language.
+    plan: the group's plan (placeholder step sizes: etas replace them).
+    partition: the token groups of the engine's Trajectory.
+    loss, route: the population risk's loss and route.
+    num_points: its quadrature grid (None: the route's default).
+
+  Returns:
+    regime(run, etas) -> dict of SHARPNESS_OUTPUTS, jittable and vmappable.
+
+  Example:
+    >>> lang, plan = lj.occurrence(3), lj.sweep.make_plan("output_only", 8)
+    >>> partition = lj.partition.of_language(lang)
+    >>> regime = lj.sweep.evaluator.regime_outputs(lang, plan, partition, "squared",
+    ...                                            "auto", None)
+    >>> etas = jnp.array([1.0])
+    >>> run = lj.dynamics.engines.build(lang, plan, num_records=8).evaluate(etas, None)
+    >>> out = regime(run, etas)
+    >>> lj.dynamics.run_label.LABELS[int(out["label"])], round(float(out["max_sharpness"]), 6)
+    ('monotone', 0.333333)
+  """
+  chosen = resolve_route(lang, loss, route)
+  risk = build_route(lang, loss=loss, route=chosen, partition=partition,
+                     **coverage.grid_options(chosen, num_points)).risk
+  sizes = jax.numpy.asarray(partition.sizes)
+  slots = plan.slots()
+  labels = models.group_labels(direct.PARAM_GROUPS, direct.zero_params(partition.num_groups))
+
+  def regime(run, etas):
+    data = plan.data(etas=etas)
+    trains = data.trains[train.step_phase(data, run.steps)]
+
+    def top(alpha, beta, trains):
+      return train.stepped_sharpness(risk, {"alpha": alpha, "beta": beta}, 1, sizes=sizes,
+                                     trains=trains, labels=labels)[0]
+
+    sharpness = jax.vmap(top)(run.alpha, run.beta, trains)
+    step_sizes = train.record_step_sizes(slots, data, run.steps)
+    label = run_label.label_code(run.risk, diverged=run.diverged, sharpness=sharpness,
+                                 etas=step_sizes)
+    return {"label": label.code, "period": label.period,
+            **metrics.sharpness_summary(sharpness, run.steps, step_sizes),
+            "initial_sharpness": sharpness[0]}
+
+  return regime
 
 
 def grid_route(lang: languages.Language, plan: plans.Plan, loss, route) -> bool:
@@ -205,4 +278,5 @@ def chunked(evaluate: Callable, batch_size: int, devices, manual: bool = True) -
   return run
 
 
-__all__ = ["OUTPUTS", "Evaluator", "chunked", "grid_route", "make_evaluator", "make_plan"]
+__all__ = ["OUTPUTS", "SHARPNESS_OUTPUTS", "Evaluator", "chunked", "grid_route",
+           "make_evaluator", "make_plan", "regime_outputs"]

@@ -25,7 +25,7 @@ from lagjax.dynamics import plans, runner, train
 from lagjax.models import direct
 from lagjax.risk import coverage
 from lagjax.sweep import chunk_store
-from lagjax.sweep.evaluator import OUTPUTS, chunked, make_evaluator, make_plan
+from lagjax.sweep.evaluator import OUTPUTS, SHARPNESS_OUTPUTS, chunked, make_evaluator, make_plan
 from lagjax.sweep.processes import my_chunks, wait_for_processes
 from lagjax.sweep.table import group_rows
 
@@ -44,7 +44,7 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
               batch_size: int = 32, num_records: int = 64, max_risk: float = runner.MAX_VALUE,
               path_rows=None, progress: ProgressFn | None = None, process_index: int = 0,
               process_count: int = 1, devices=None, wait_timeout: float = 3600.0,
-              engine: str = "auto") -> dict | None:
+              engine: str = "auto", sharpness: bool = False) -> dict | None:
   """Evaluates every row of `table`, persisting each finished chunk under workdir/chunks (§5b).
 
   Chunks already in the store are loaded, not recomputed. progress(done, total) is
@@ -62,6 +62,8 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
     max_risk: the divergence cap (§5).
     engine: the engine ("auto"; "flow" runs each plan's gradient flow, §5: a phase of k steps
       at η flows for k·η time units, i.e. η is its rate and k its duration).
+    sharpness: also write SHARPNESS_OUTPUTS per row (the regime label of run_label.LABELS,
+      its period, λ_max figures; lagjax/sweep/evaluator.py; docs/theory.md §5d).
     path_rows: the rows whose risk path is kept (default all: a risk path is 8 bytes per
       record, which dominates the store).
     progress: optional progress(done, total) callback.
@@ -72,7 +74,8 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
 
   Returns:
     The results dict on process 0, None on the others. It holds the input columns plus
-    OUTPUTS, "engine" and "group" (the row's index in group_rows(table)) per row;
+    OUTPUTS (and SHARPNESS_OUTPUTS with sharpness), "engine" and "group" (the row's index
+    in group_rows(table)) per row;
     "record_steps", a list with each group's record steps (R_g,); "path_rows" (K,), the
     sorted rows whose risk path is kept; and "risk_path" (K, max R_g), their risk at
     their group's record steps, NaN-padded past R_g (read them with risk_paths).
@@ -119,7 +122,7 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
     key, rows = list(groups.items())[group]
     lang = make_language(key.d)
     evaluator = make_evaluator(lang, key, loss=loss, route=route, num_records=num_records,
-                               max_risk=max_risk, engine=engine)
+                               max_risk=max_risk, engine=engine, sharpness=sharpness)
     # Step-by-step runs gain nothing from vectorizing on a CPU (measured: 0.3-0.8x of a
     # loop, docs/decisions/batching-on-cpu.md), so there devices walk them one by one.
     cpu_steps = evaluator.engine == "steps" and devices[0].platform == "cpu"
@@ -133,7 +136,8 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
       """Recomputes the rows that stopped because of the quadrature grid (§3a)."""
       return _regrid(result, chunk_rows, table, names, lang, key, evaluator,
                      dict(loss=loss, route=route, num_records=num_records, max_risk=max_risk,
-                          engine=evaluator.engine), per_batch, devices, unit)
+                          engine=evaluator.engine, sharpness=sharpness), per_batch, devices,
+                     unit)
 
     waiting = None
     for chunk in [*group_chunks, None]:
@@ -159,7 +163,13 @@ def run_sweep(table: dict, workdir: str, make_language: Callable[[int], language
     return None
   loaded = [computed.get((chunk.group, chunk.index)) or store.load(chunk.group, chunk.index)
             for chunk in chunks]
-  results = _assemble(table, loaded, [chunk.group for chunk in chunks], len(groups))
+  names = OUTPUTS + (SHARPNESS_OUTPUTS if sharpness else ())
+  lacking = [chunk for chunk, found in zip(chunks, loaded) if any(n not in found for n in names)]
+  if lacking:
+    raise ValueError(f"the store in {workdir} holds chunks without the sharpness outputs (e.g. "
+                     f"group {lacking[0].group}, chunk {lacking[0].index}): it was written with "
+                     "sharpness=False; use another workdir.")
+  results = _assemble(table, loaded, [chunk.group for chunk in chunks], len(groups), names)
   missing = np.setdiff1d(np.flatnonzero(keep_path), results["path_rows"])
   if missing.size:
     raise ValueError(f"the store in {workdir} lacks the risk paths of {missing.size} requested "
@@ -206,17 +216,18 @@ def _regrid(result: dict, rows: np.ndarray, table: dict, names, lang, key, evalu
       target[failed] = values[:failed.size]
 
 
-def _assemble(table: dict, chunks: list[dict], chunk_groups: list[int], num_groups: int) -> dict:
+def _assemble(table: dict, chunks: list[dict], chunk_groups: list[int], num_groups: int,
+              names=OUTPUTS) -> dict:
   """The results table from every chunk's arrays (see run_sweep)."""
   total = table["plan"].shape[0]
   record_steps = [np.zeros(0, np.int64)] * num_groups
   for chunk, group in zip(chunks, chunk_groups):
     record_steps[group] = chunk["record_steps"]
-  outputs = {name: np.zeros(total, chunks[0][name].dtype) for name in OUTPUTS} if chunks else {}
+  outputs = {name: np.zeros(total, chunks[0][name].dtype) for name in names} if chunks else {}
   outputs.update(engine=np.empty(total, object), group=np.zeros(total, np.int64))
   for chunk, group in zip(chunks, chunk_groups):
     rows = chunk["rows"]
-    for name in OUTPUTS:
+    for name in names:
       outputs[name][rows] = chunk[name]
     outputs["engine"][rows] = str(chunk["engine"])
     outputs["group"][rows] = group
