@@ -13,10 +13,14 @@
    off the softmax's shift directions, and how many starts reached R(θ*) within agree_tol;
 4. the rule for an infimum approached at infinity: where the certificate fails (‖∇R‖ above
    gtol, or no positive curvature off the shift directions), the risk is followed along the
-   ray θ* + s·d, d the direction the optimiser was still moving in (or the flattest
-   eigenvector), s = 1, 2, 4, …; if the scores' spread grows along it and R never rises, the
-   status is "infimum_at_infinity" and the limit of R along the ray is extrapolated (Aitken's
-   Δ² on the geometric sequence of s), with an error estimate.
+   ray θ* + s·d in the scores, d the direction the optimiser's scores were still moving in
+   (or the flattest eigenvector's), s = 1, 2, 4, …, 128, with the outputs re-optimised at
+   each point; if the scores' spread grows along it and R never rises, the status is
+   "infimum_at_infinity" and the limit of R along the ray is extrapolated (Aitken's Δ² on
+   the geometric sequence of s), with an error estimate. Where no straight ray stays flat
+   but the run itself ran away (the spread grew past SATURATED = 30 nats over the second
+   half of the run, where e^-30 is below roundoff, and R did not rise), the status is the
+   same, with R(θ*) and the decrease over that half as its error.
 
 The softmax is unchanged when one constant is added to every score a query sees (α and α_cls
 under the CLS query; each row α[c, ·], α_cls[c] under the last query): those directions are
@@ -58,6 +62,8 @@ GROUPS = ("attention", "output")
 # and a sum of O(100) terms of size ≤ 1 loses a few more digits.
 NOISE = 1e-13
 RAY_POINTS = 8          # s = 1, 2, …, 128 along the ray
+# A score gap of 30 nats weighs e^-30 ≈ 9e-14 < NOISE: beyond it the softmax is saturated.
+SATURATED = 30.0
 MAX_STEP = 10.0         # the longest Newton step, in parameter norm (the line search halves it)
 LINE_SEARCH_HALVINGS = 40
 
@@ -71,10 +77,12 @@ class Optimum:
       directions: a strict local minimum), "degenerate" (‖∇R‖ ≤ gtol, smallest eigenvalue
       within eig_tol of 0, and R rises along the ray), "saddle" (‖∇R‖ ≤ gtol and a
       negative eigenvalue), "infimum_at_infinity" (R never rises along a ray on which the
-      scores grow without bound; `risk` is its limit), "not_converged".
+      scores grow without bound, `risk` its limit; or the run's scores ran past saturation
+      with R not rising, `risk` = R(θ*)), "not_converged".
     risk (float): R(θ*), or for "infimum_at_infinity" the limit of R along the ray.
     risk_error (float): the error of `risk`: NOISE at a finite point, the extrapolation's
-      error estimate along a ray.
+      error estimate along a ray (inf where the ray's decrease does not shrink), the
+      decrease over the run's second half for a saturated run.
     theta (dict): θ*, per-token parameters (for "infimum_at_infinity", the last point of the
       ray that was evaluated).
     grad_norm (float): ‖∇R(θ*)‖ over the free parameters (tied ones counted once).
@@ -532,6 +540,17 @@ def optimum(lang: languages.Language, layout="cls", *,
         risk, risk_error = _fit_limit(np.concatenate([[best_risk], risks]))
         x_report, status = points[-1], "infimum_at_infinity"
         break
+    # The optimiser's own path: where no ray from θ* stays flat (θ* sits where the softmax
+    # is saturated, and a straight ray soon unsaturates some other gap), the run itself
+    # shows the runaway: no certificate, the spread grown past SATURATED over the second
+    # half of the run and still growing, the risk not higher. Its error: the decrease over
+    # that half, which bounds what is left when the decrease shrinks geometrically.
+    middle = trace_x[best, (chunks - 1) // 2]
+    mid_spread = float(spread_of(middle[None])[0])
+    mid_risk = float(jax.jit(ray_problem.objective)(jnp.asarray(middle)))
+    if (status is None and start_spread > SATURATED
+        and start_spread >= mid_spread + 1.0 and best_risk <= mid_risk + NOISE):
+      status, risk_error = "infimum_at_infinity", max(NOISE, mid_risk - best_risk)
   if status is None:
     if certified:
       status = "minimum"
