@@ -538,3 +538,15 @@ def test_a_vmapped_family_of_geometric_laws_completes_20_times():
   done = subprocess.run([sys.executable, "-c", FAMILY_STRESS], capture_output=True, text=True,
                         timeout=300)
   assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("balance", [True, False])
+def test_a_one_class_language_is_told_what_to_change(balance):
+  """The one-class message ends with what to change, the automaton's accepting states or π
+  (issue 34's mutation campaign: only its first words were read, so the advice itself could
+  change unseen)."""
+  with pytest.raises(ValueError) as error:
+    regular.regular(**ONE_CLASS["accepting unreachable"], balance=balance)
+  assert str(error.value).endswith("regular is one class under every length law (a "
+                                   "classification risk needs both labels), so change the "
+                                   "automaton's accepting states or π.")
