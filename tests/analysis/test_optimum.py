@@ -119,3 +119,22 @@ def test_a_language_without_an_exact_route_is_refused_in_one_line():
     lj.optimum(lj.data.regular_builtins.even_pairs(), loss="logistic")
   message = str(error.value)
   assert message.startswith("lang: lj.optimum needs an exact risk route") and "\n" not in message
+
+
+@pytest.mark.parametrize("law", [lambda s: 2.0 ** -s, lambda s: np.exp(-0.3 * s),
+                                 lambda s: 1.0 / s])
+def test_the_ray_limit_is_extrapolated_within_its_error(law):
+  # R(s) = L + c·law(s) at s = 1, 2, …, 128: geometric in the doubling index for 1/s, and
+  # faster for the exponentials, so Aitken's Δ² (with its stated error) recovers L.
+  steps = 2.0 ** np.arange(optimum_lib.RAY_POINTS)
+  risks = 0.4 + 0.05 * law(steps)
+  limit, error = optimum_lib._fit_limit(np.concatenate([[0.45], risks]))
+  # The error covers the truth, and is no larger than the last value's distance to it
+  # (what not extrapolating would cost) plus roundoff.
+  assert abs(limit - 0.4) <= error <= (risks[-1] - 0.4) + 2 * optimum_lib.NOISE
+  assert abs(limit - 0.4) <= 1e-12
+
+
+def test_a_ray_whose_decrease_does_not_shrink_has_no_finite_error():
+  limit, error = optimum_lib._fit_limit(0.4 - 1e-6 * np.arange(9.0))   # linear in k
+  assert limit == pytest.approx(0.4 - 8e-6) and error == np.inf
