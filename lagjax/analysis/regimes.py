@@ -21,10 +21,19 @@ non-uniform π) α has two invariant coordinates (η1η2, η1²η2), and the bou
 η2_min(η1) comes from a vectorised bisection along log η2; so does every
 boundary at finite T, where the phase-3 start β1 = η1 v also matters.
 
-Everything runs in one compiled function per static structure (length-law
-type, #groups, #supports, CLS): the language enters through traced arrays
+The same holds for every language whose exact route gives the moments (H, g)
+(`risk.moments.moments_route`: the Laplace route for the occurrence family, the transfer
+route for every regular language, any registered route that provides "moments"): a1 and
+a2 are the autodiff of its moments at α = 0, and where the Δ law does not hold (α has two
+coordinates, or the success set along Δ is not {Δ >= Δ_ε}) η2_min(η1) is the bisection of
+the exact T = ∞ outcome along η2, checked to be a single crossing; where it is not,
+Regime.eta2_intervals gives the success intervals (docs/theory.md §8.8).
+
+For the occurrence family everything runs in one compiled function per static structure
+(length-law type, #groups, #supports, CLS): the language enters through traced arrays
 (group masses, sizes, the length law's parameters), so new d, ε or η3 do not
-retrace, and the tied cost does not grow with d.
+retrace, and the tied cost does not grow with d. Other languages compile once per
+language (their route's moments close over the automaton).
 
 (Longer than the library's ~300 lines: the one-coordinate law, the bisected
 boundary, the phase-3 conditions and the KQV attention step share one compiled
@@ -48,8 +57,9 @@ from lagjax import risk as risk_lib
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.dynamics import output_phase
-from lagjax.models import kqv
+from lagjax.models import direct, kqv
 from lagjax.risk import moments as moments_lib
+from lagjax.risk import registry
 
 RTOL = 1e-12            # root-finder stopping width (relative); the claim is 1e-10
 LAW_CHECK = 1e-10       # finite T: the law's η2 is verified at η2_law·(1 + LAW_CHECK)
@@ -67,9 +77,12 @@ SWEEP_ROUTE = ("map it with the grid sweep instead: python -m experiments.sweep 
 class _Static:
   """The static structure of a problem: one compiled function per value."""
 
-  grid: moments_lib.Grid  # the quadrature grid of the moments (H, g)
-  letter: int          # index of the letters' token group in the stacked scores
-  other: int           # index of a token group of non-letters
+  grid: moments_lib.Grid | None  # the traced Laplace moments' grid (None: moments_at)
+  letter: int          # index of the letters' token group in the stacked scores (-1: the
+  other: int           # top of centred a1), and of a token group of non-letters (-1: its bottom)
+  # α (G[+1],) -> (H, g) from a route's attention_moments (hashed by identity: one compiled
+  # function per language); None for the traced Laplace problem.
+  moments_at: Callable | None = None
 
 
 # The traced description of a tied language (risk.moments.Problem): every number that
@@ -92,6 +105,8 @@ class Regime(NamedTuple):
     delta_eps: smallest Δ with R*(Δ) ≤ ε (root to relative 1e-10; NaN if coordinates = 2;
       inf if no Δ ≤ 1e6 reaches ε).
     eta1_max: the wall b / abs(c) beyond which the attention step reverses sign (inf if c ≥ 0).
+    eta1_stable: 2/λ_max of D^{-1/2} H(0) D^{-1/2}, the output phase's stability limit at
+      α = 0 (output GD on β from θ0 = 0 diverges for step sizes beyond it; §8.8).
     min_product: inf of η1 η2 on the T = ∞ boundary, Δ_ε / b (approached as η1 → 0; NaN
       if b ≤ 0).
     risk_floor: R*(0), the output-only floor (docs/theory.md §4).
@@ -101,12 +116,16 @@ class Regime(NamedTuple):
     monotone: whether R* > ε left of Δ_ε and R* ≤ ε right of it on 257 points of
       [-1e6, 1e6] (then success iff Δ ≥ Δ_ε).
     note: what holds and what does not, in words.
+    route: the exact route whose moments (H, g) the regime uses ("laplace", "transfer", ...).
     eps, eta3, steps: the inputs.
     delta_of: (η1, η2) -> Δ.
     risk_of_delta: Δ -> R*(Δ) (None when coordinates = 2).
     risk_of: (η1, η2) -> exact final squared risk after T = steps phase-3 steps at η3.
     eta2_min: η1 -> smallest η2 with final risk ≤ ε (inf: none; NaN: bisection invalid);
       at finite T the T = ∞ law verified on the exact R_T, bisection where it fails.
+    eta2_intervals: η1 (...) -> list over the flattened η1 of arrays (k, 2): the η2
+      intervals of the scanned eta2_range where the final risk is ≤ ε, each end refined
+      to 1e-12 in log η2 (an interval open at an end of the scan ends there).
     eta3_max: (η1, η2) -> the η3 stability limit at the learned α.
     steps_needed: (η1, η2) -> phase-3 steps at η3 to come within ε of the T = ∞ risk.
 
@@ -130,12 +149,14 @@ class Regime(NamedTuple):
   coefficients: tuple
   delta_eps: float
   eta1_max: float
+  eta1_stable: float
   min_product: float
   risk_floor: float
   floor_beta: np.ndarray
   eta3_limit: float
   monotone: bool
   note: str
+  route: str
   eps: float
   eta3: float
   steps: float
@@ -143,6 +164,7 @@ class Regime(NamedTuple):
   risk_of_delta: Callable | None
   risk_of: Callable
   eta2_min: Callable
+  eta2_intervals: Callable
   eta3_max: Callable
   steps_needed: Callable
 
@@ -153,18 +175,20 @@ class Regime(NamedTuple):
 
 
 def _moments(static: _Static, problem: _Problem, alpha):
+  if static.moments_at is not None:
+    return static.moments_at(alpha)
   return moments_lib.moments(static.grid, problem, alpha)
 
 
 def _first_steps(static: _Static, problem: _Problem):
-  """(v, a1, a2): β1 = η1 v and α = η2 (η1 a1 + η1² a2) from θ0 = 0, with
+  """(v, a1, a2, H(0)): β1 = η1 v and α = η2 (η1 a1 + η1² a2) from θ0 = 0, with
   ∂R/∂α = Bβ + ½ C[β, β] at α = 0 (output_phase.zero_score_constants)."""
-  _, target, linear, quadratic = output_phase.zero_score_constants(
+  hessian, target, linear, quadratic = output_phase.zero_score_constants(
       lambda a: _moments(static, problem, a), problem.metric.shape[0])
   v = target / problem.metric
   a1 = -(linear @ v) / problem.metric
   a2 = -0.5 * jnp.einsum("jik,i,k->j", quadratic, v, v) / problem.metric
-  return v, a1, a2
+  return v, a1, a2, hessian
 
 
 def _scaled_top_eigenvalue(hessian, metric):
@@ -231,10 +255,13 @@ def _root(fn, lo, hi, f_lo, f_hi, *, atol=0.0, rtol=RTOL):
 def _analyse(static: _Static, problem: _Problem, eps):
   """(v, a1, a2) and, along α = Δ·direction (a1 modulo constants, scaled so that Δ is
   α_letter - α_other): Δ_ε, R*(0), its β, the η3 limit at Δ_ε and the monotonicity check.
-  One compiled call; the caller uses the Δ part only when a1 ∥ a2 modulo constants."""
-  v, a1, a2 = _first_steps(static, problem)
+  One compiled call; the caller uses the Δ part only when a1 ∥ a2 modulo constants.
+  Without margin letters (static.letter < 0) Δ runs from the bottom of centred a1 to its top."""
+  v, a1, a2, hessian_zero = _first_steps(static, problem)
   centred = a1 - a1.mean()
-  span = centred[static.letter] - centred[static.other]
+  letter = jnp.argmax(centred) if static.letter < 0 else static.letter
+  other = jnp.argmin(centred) if static.other < 0 else static.other
+  span = centred[letter] - centred[other]
   direction = centred / jnp.where(span == 0, 1.0, span)
   def excess(delta):
     # log R* - log ε; a risk at or below zero (roundoff near R* = 0) counts as success.
@@ -258,7 +285,9 @@ def _analyse(static: _Static, problem: _Problem, eps):
                         * direction)
   return {"v": v, "a1": a1, "a2": a2, "direction": direction, "delta_eps": delta_eps,
           "risk_floor": floor, "floor_beta": floor_beta, "monotone": monotone,
-          "eta3_limit": 2.0 / _scaled_top_eigenvalue(hessian, problem.metric)}
+          "eta3_limit": 2.0 / _scaled_top_eigenvalue(hessian, problem.metric),
+          "eta1_stable": 2.0 / _scaled_top_eigenvalue(hessian_zero, problem.metric),
+          "letter": letter, "other": other}
 
 
 def _alpha_beta(v, a1, a2, eta1, eta2):
@@ -358,6 +387,48 @@ def _eta2_min_bisection(static, problem, v, a1, a2, eta1, eta3, steps, eps, log_
   return jax.vmap(one)(jnp.ravel(eta1))
 
 
+def _excess_of(static, problem, v, a1, a2, eta3, steps, eps):
+  """(η1, log η2) -> log R_T - log ε of the plan's exact outcome (inf where it diverges)."""
+  def excess(eta1, x):
+    alpha, beta1 = _alpha_beta(v, a1, a2, eta1, jnp.exp(x))
+    risk = _final_risk(static, problem, alpha, beta1, eta3, steps)
+    return jnp.where(jnp.isfinite(risk), jnp.log(jnp.maximum(risk, 1e-300)) - jnp.log(eps),
+                     jnp.inf)
+  return excess
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _eta2_scan(static, problem, v, a1, a2, eta1, eta3, steps, eps, log_range):
+  """log R_T - log ε on the ETA2_SCAN log-η2 points of log_range, per η1: (N, ETA2_SCAN)."""
+  xs = jnp.linspace(log_range[0], log_range[1], ETA2_SCAN)
+  excess = _excess_of(static, problem, v, a1, a2, eta3, steps, eps)
+  return jax.vmap(lambda e: jax.vmap(lambda x: excess(e, x))(xs))(jnp.ravel(eta1))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _eta2_refine(static, problem, v, a1, a2, eta1, lo, hi, f_lo, f_hi, eta3, steps, eps):
+  """The crossing of ε in each bracket [lo, hi] of log η2 (one per η1, vectors), refined to
+  RTOL; f_lo, f_hi are the excess at the ends (opposite signs). Returns η2."""
+  excess = _excess_of(static, problem, v, a1, a2, eta3, steps, eps)
+
+  def one(eta1, lo, hi, f_lo, f_hi):
+    # A failing-to-succeeding bracket is a root of excess, a succeeding-to-failing one of
+    # -excess (the root-finder wants a decreasing function).
+    sign = jnp.where(f_lo > 0, 1.0, -1.0)
+    return jnp.exp(_root(lambda x: sign * excess(eta1, x), lo, hi, sign * f_lo, sign * f_hi,
+                         atol=RTOL, rtol=0.0))
+  return jax.vmap(one)(eta1, lo, hi, f_lo, f_hi)
+
+
+def _intervals(success: np.ndarray, roots: np.ndarray, low: float, high: float) -> np.ndarray:
+  """The success intervals (k, 2) along η2 of one η1 from the scan's mask and its refined
+  crossings in order; an interval open at an end of the scan is reported with that end."""
+  edges = ([low] if success[0] else []) + [float(r) for r in roots]
+  if success[-1]:
+    edges.append(high)
+  return np.asarray(edges, np.float64).reshape(-1, 2)
+
+
 # ---------------------------------------------------------------------------
 # The public builder.
 # ---------------------------------------------------------------------------
@@ -374,14 +445,102 @@ def _problem(lang: languages.Language, cls: bool, tied: bool = True):
   return _Static(grid, letter, other), problem
 
 
-def check_language(lang, spec: str | None = None) -> languages.Language:
-  """`lang` if the exact regimes cover it, else one plain ValueError line (docs/theory.md §8).
+@functools.lru_cache(maxsize=32)
+def _route_static(lang: languages.Language, route: str, cls: bool, tied: bool) -> _Static:
+  """The static part of the route path: `route`'s attention_moments on lang's token groups as
+  α (G[+1],) -> (H, g). Cached per hashable language, so one compiled function serves every
+  call on the same language."""
+  partition = partition_lib.of_language(lang) if tied else partition_lib.singletons(lang.d)
+  groups = partition.num_groups
+  moments_of = registry.ROUTES[route].attention_moments(lang, partition, cls=cls)
 
-  The regime laws come from the attention moments of a language whose label depends only on
-  which letters occur (the occurrence family: occurrence, any_of, all_of; the languages with
-  PresenceLabels). A language decided by an automaton (parity, even pairs, a JSON file)
-  has no regime law here; the line names it and says what to do instead: map its step sizes
-  with the grid sweep, or train it with lj.train.
+  def moments_at(alpha):
+    params = {"alpha": alpha[:groups], "beta": jnp.zeros(groups, alpha.dtype)}
+    if cls:
+      params.update(alpha_cls=alpha[groups], beta_cls=jnp.zeros((), alpha.dtype))
+    return moments_of(params)
+
+  letters = lang.margin_letters()
+  index = partition_lib.token_group_ids(lang) if tied else np.arange(lang.d)
+  others = [s for s in range(lang.d) if s not in letters]
+  if letters and others:
+    return _Static(None, int(index[letters[0]]), int(index[others[0]]), moments_at)
+  return _Static(None, -1, -1, moments_at)
+
+
+def _route_problem(lang: languages.Language, route: str, cls: bool, tied: bool = True):
+  """(static, problem) of the route path: the problem carries only the metric (token-group
+  sizes, 1 for CLS), the moments come from the route."""
+  try:
+    static = _route_static(lang, route, cls, tied)
+  except TypeError:  # an unhashable user language: built afresh (one compile per call)
+    static = _route_static.__wrapped__(lang, route, cls, tied)
+  sizes = (partition_lib.of_language(lang).sizes if tied else np.ones(lang.d))
+  metric = np.concatenate([np.asarray(sizes, np.float64), [1.0] if cls else []])
+  return static, _Problem(None, None, None, jnp.asarray(metric))
+
+
+def exact_route(lang, route: str = "auto", *, cls: bool = False) -> str:
+  """The exact route whose moments (H, g) the regimes use for `lang`, or one ValueError line
+  naming the field (docs/theory.md §8.8).
+
+  "auto" takes the registry's first exact route that provides the moments for the layout
+  (risk.registry.first_supporting with quantity "moments": the Laplace route for the
+  occurrence family, the transfer route for regular languages).
+
+  Args:
+    lang: an lj.Language.
+    route: "auto" or a registered exact route that provides "moments".
+    cls: whether the model has a CLS token.
+
+  Returns:
+    The route's name.
+
+  Raises:
+    ValueError: for an object that is not an lj.Language, a route that is not an exact
+      moments route, or a language no exact route gives the moments of (each route's
+      reason in the line).
+
+  Example:
+    >>> lj.regimes.exact_route(lj.occurrence(4)), lj.regimes.exact_route(
+    ...     lj.data.regular_builtins.tomita(4))
+    ('laplace', 'transfer')
+    >>> lj.regimes.exact_route(lj.occurrence(4), "transfer")
+    Traceback (most recent call last):
+    ...
+    ValueError: lang: route 'transfer' gives no exact moments for occurrence(d=4, ...
+  """
+  if not isinstance(lang, languages.Language):
+    raise ValueError(f"lang must be an lj.Language with an exact moments route (the regimes' "
+                     f"reach); got {type(lang).__name__}: {SWEEP_ROUTE}, or lj.train.")
+  exact = registry.names("moments", exact=True)
+  validation.check_choice("route", route, ("auto", *exact))
+  layout = direct.Layout(cls=bool(cls))
+  if route == "auto":
+    chosen, reasons = registry.first_supporting(lang, quantity="moments", layout=layout)
+    if chosen is None:
+      raise ValueError(f"lang: {lang.describe()} has no exact route for the moments (H, g) "
+                       f"that the regimes need: " + "; ".join(reasons.values())
+                       + f". {SWEEP_ROUTE}, or train it with lj.train.")
+    return chosen
+  reason = registry.ROUTES[route].supports(lang, quantity="moments", layout=layout)
+  if reason is not None:
+    raise ValueError(f"lang: route {route!r} gives no exact moments for {lang.describe()}: "
+                     f"{reason}.")
+  return route
+
+
+def check_language(lang, spec: str | None = None) -> languages.Language:
+  """`lang` if the occurrence family's regime laws cover it, else one plain ValueError line
+  (docs/theory.md §8).
+
+  The laws in d (limit_risk, the scaling tables of experiments.regimes) come from the traced
+  attention moments of a language whose label depends only on which letters occur (the
+  occurrence family: occurrence, any_of, all_of; the languages with PresenceLabels). A
+  language decided by an automaton (parity, even pairs, a JSON file) has no such law; the
+  line names it and says what to do instead: map its step sizes with the grid sweep, or
+  train it with lj.train. (three_phase_regime itself covers every language with an exact
+  moments route, exact_route: §8.8.)
 
   Args:
     lang: the language to check.
@@ -420,35 +579,50 @@ def check_language(lang, spec: str | None = None) -> languages.Language:
   return lang
 
 
-def _check_inputs(lang, eps, eta3, steps, loss, cls):
-  check_language(lang)
+def _check_inputs(lang, eps, eta3, steps, loss, cls, route):
+  cls = validation.check_bool("cls", cls)
+  route = exact_route(lang, route, cls=cls)
   if loss != "squared":
     raise ValueError(f"lj.regimes needs loss='squared' (output phases are least squares in "
                      f"closed form only then); got loss={loss!r}: {SWEEP_ROUTE}.")
+  # R(θ0 = 0) = ½ on every language (f ≡ 0): ε must lie in (0, R(θ0)).
   eps = validation.check_risk_threshold("eps (ε)", eps)
   eta3 = validation.check_positive("eta3 (η3)", eta3)
   if not (isinstance(steps, float) and math.isinf(steps) and steps > 0):
     steps = validation.check_int("steps (T, or math.inf)", steps, 1, integral_floats=True)
-  return eps, eta3, float(steps), validation.check_bool("cls", cls)
+  return eps, eta3, float(steps), cls, route
 
 
 def three_phase_regime(lang: languages.Language, eps: float, *, eta3: float = 1.0,
                 steps: int | float = math.inf, loss: str = "squared",
-                cls: bool = False, eta2_range: tuple[float, float] = ETA2_RANGE) -> Regime:
+                cls: bool = False, eta2_range: tuple[float, float] = ETA2_RANGE,
+                route: str = "auto") -> Regime:
   """The exact regime of three_phase(η1, η2, η3, T) from θ0 = 0 (docs/theory.md §8).
 
+  Any language with an exact route for the moments (H, g) is in reach: the occurrence
+  family (Laplace route), every regular language (transfer route, e.g. a user's lj.regular
+  automaton), any registered route that provides "moments" (§8.8).
+
   Args:
-    lang: an occurrence-family language (any π and length law).
-    eps: success threshold ε on the final squared risk, 0 < ε < R(0) = ½.
+    lang: a language with an exact moments route (any π and length law the route takes).
+    eps: success threshold ε on the final squared risk, 0 < ε < R(θ0 = 0) = ½.
     eta3: phase-3 step size.
     steps: phase-3 length T (math.inf: the minimizer at the learned α).
     loss: must be "squared" (the closed form's reach).
     cls: whether the model has a CLS token (then α has two invariant coordinates).
     eta2_range: the η2 interval scanned by the bisection route.
+    route: "auto" or an exact route of lj.risk.names("moments"). "auto" takes the first
+      that applies (exact_route) and, for the occurrence family, its traced form (one
+      compiled function for every d); a named route builds that route's attention_moments
+      for this language (one compiled function per language).
 
   Returns:
     A Regime. Its functions reuse compiled code across languages of the same
     structure, so new d, ε, η3 or T do not retrace.
+
+  Raises:
+    ValueError: in one line naming the field: lang (no exact moments route), route, eps
+      (outside (0, ½)), eta3, steps, loss, cls, eta2_range.
 
   Example:
     >>> regime = lj.regimes.three_phase_regime(lj.occurrence(4), 1e-3)
@@ -460,47 +634,83 @@ def three_phase_regime(lang: languages.Language, eps: float, *, eta3: float = 1.
     1.0
     >>> round(float(regime.risk_of(4.0, eta2[0])), 6)
     0.001
+    >>> regime.route, round(regime.eta1_stable, 6)   # 2/λ_max(D^{-1/2} H(0) D^{-1/2})
+    ('laplace', 8.0)
+
+    A regular language (e.g. lj.data.regular_builtins.tomita(4)) takes the transfer route
+    (exact_route); its regime compiles once per language, about a minute on two cores.
   """
   validation.require_float64("lj.regimes.three_phase_regime")
-  eps, eta3, steps, cls = _check_inputs(lang, eps, eta3, steps, loss, cls)
+  eps, eta3, steps, cls, chosen = _check_inputs(lang, eps, eta3, steps, loss, cls, route)
   low, high = (validation.check_positive(f"eta2_range[{i}]", x) for i, x in enumerate(eta2_range))
   if not low < high:
     raise ValueError(f"eta2_range must be increasing (low, high); got {eta2_range!r}.")
-  static, problem = _problem(lang, cls)
+  if route == "auto" and chosen == "laplace" and isinstance(lang, languages.PresenceLabels):
+    static, problem = _problem(lang, cls)   # traced: one compiled function for every d
+  else:
+    static, problem = _route_problem(lang, chosen, cls)
   analysis = jax.device_get(_analyse(static, problem, eps))
   v, a1, a2, direction = (analysis.pop(k) for k in ("v", "a1", "a2", "direction"))
   floor_beta = analysis.pop("floor_beta")
+  letter, other = int(analysis.pop("letter")), int(analysis.pop("other"))
   analysis = {k: float(x) for k, x in analysis.items()}
   a1_host, a2_host = np.asarray(a1), np.asarray(a2)
   centred = [a - a.mean() for a in (a1_host, a2_host)]
   norms = [float(np.linalg.norm(a)) for a in centred]
   cross = float(np.linalg.norm(np.outer(*centred) - np.outer(*centred).T)) if min(norms) else 0.0
   one_coordinate = cross <= 1e-9 * norms[0] * norms[1]
-  b = float(a1_host[static.letter] - a1_host[static.other])
-  c = float(a2_host[static.letter] - a2_host[static.other])
+  b = float(a1_host[letter] - a1_host[other])
+  c = float(a2_host[letter] - a2_host[other])
   steps_arg = np.float64(steps)
   risk_of = functools.partial(_risk_of, static, problem, v, a1, a2, eta3=eta3, steps=steps_arg)
   eta3_max = functools.partial(_eta3_max, static, problem, v, a1, a2)
   steps_needed = functools.partial(_steps_needed, static, problem, v, a1, a2, eta3=eta3, eps=eps)
   log_range = np.log([low, high])
 
-  def eta2_min_bisection(eta1):
+  def chunks(eta1, compiled):
     eta1 = np.asarray(eta1, np.float64)
     flat = np.concatenate([eta1.ravel(), np.ones(-eta1.size % BISECTION_CHUNK)])
-    values = [_eta2_min_bisection(static, problem, v, a1, a2, flat[i:i + BISECTION_CHUNK], eta3,
-                                  steps_arg, eps, log_range)[0]
-              for i in range(0, flat.size, BISECTION_CHUNK)]  # one compiled shape
-    return jnp.concatenate(values)[:eta1.size].reshape(eta1.shape)
+    parts = [jax.device_get(compiled(flat[i:i + BISECTION_CHUNK]))
+             for i in range(0, flat.size, BISECTION_CHUNK)]  # one compiled shape
+    return eta1, [np.concatenate(p)[:eta1.size] for p in zip(*parts)]
+
+  def eta2_min_bisection(eta1):
+    eta1, (values, _) = chunks(eta1, lambda x: _eta2_min_bisection(
+        static, problem, v, a1, a2, x, eta3, steps_arg, eps, log_range))
+    return jnp.asarray(values.reshape(eta1.shape))
+
+  def eta2_intervals(eta1):
+    # Scan every η1, then refine only the brackets where the outcome changes (a vmapped
+    # root over every scan gap would cost ETA2_SCAN times more), BISECTION_CHUNK at a time.
+    eta1, (values,) = chunks(eta1, lambda x: (_eta2_scan(
+        static, problem, v, a1, a2, x, eta3, steps_arg, eps, log_range),))
+    xs = np.linspace(log_range[0], log_range[1], ETA2_SCAN)
+    success = values <= 0
+    rows, gaps = np.nonzero(success[:, 1:] != success[:, :-1])
+    roots = np.empty(rows.size)
+    for i in range(0, rows.size, BISECTION_CHUNK):
+      part = slice(i, i + BISECTION_CHUNK)
+      pad = BISECTION_CHUNK - rows[part].size
+      r, g = (np.concatenate([a[part], np.repeat(a[part][:1], pad)]) for a in (rows, gaps))
+      out = _eta2_refine(static, problem, v, a1, a2, eta1.ravel()[r], xs[g], xs[g + 1],
+                         values[r, g], values[r, g + 1], eta3, steps_arg, eps)
+      roots[part] = np.asarray(out)[:BISECTION_CHUNK - pad]
+    return [_intervals(success[n], roots[rows == n], low, high) for n in range(eta1.size)]
 
   common = {"coefficients": (a1, a2), "eps": eps, "eta3": eta3, "steps": steps,
-            "risk_of": risk_of, "eta3_max": eta3_max, "steps_needed": steps_needed}
+            "risk_of": risk_of, "eta3_max": eta3_max, "steps_needed": steps_needed,
+            "route": chosen, "eta1_stable": analysis["eta1_stable"],
+            "eta2_intervals": _positive_eta1(eta2_intervals)}
+  bisection_note = (f"η2_min(η1) by bisection of the exact outcome along log η2 on "
+                    f"[{low:g}, {high:g}], checked to be a single crossing on {ETA2_SCAN} "
+                    f"points (NaN where it is not: eta2_intervals gives the intervals).")
   if not one_coordinate or b == 0.0:
     nan = math.nan
     return Regime(
         coordinates=2, b=nan, c=nan, delta_eps=nan, eta1_max=nan, min_product=nan,
         risk_floor=nan, floor_beta=np.full(a1_host.shape, nan), eta3_limit=nan, monotone=False,
-        note=("α has two invariant coordinates (η1η2, η1²η2): no single Δ law; η2_min(η1) by "
-              "bisection along log η2 (NaN where the success set along η2 is not one interval)."),
+        note=("α has two invariant coordinates (η1η2, η1²η2): no single Δ law; "
+              + bisection_note),
         delta_of=lambda eta1, eta2: jnp.stack([eta1 * eta2, eta1**2 * eta2]),
         risk_of_delta=None, eta2_min=_positive_eta1(eta2_min_bisection), **common)
   delta_eps = analysis["delta_eps"]
@@ -520,10 +730,13 @@ def three_phase_regime(lang: languages.Language, eps: float, *, eta3: float = 1.
   if math.isinf(delta_eps):
     note = (f"one invariant Δ = η1η2(b + cη1), but R*(Δ) stays above ε = {eps:g} for every "
             f"Δ <= {DELTA_MAX:g}: no three-phase plan from zero reaches ε on this language.")
-  else:
+  elif monotone:
     note = (f"one invariant Δ = α_letter - α_other = η1η2(b + cη1); success iff Δ >= Δ_ε "
-            f"{'(R* checked non-increasing)' if monotone else 'FAILS: R* is not monotone'}; "
+            f"(R* checked non-increasing); "
             f"attention step reverses sign beyond η1 = {eta1_max:.6g}.")
+  else:
+    note = ("one invariant Δ = η1η2(b + cη1), but the success set along Δ is not "
+            "{Δ >= Δ_ε} (R* is not monotone): " + bisection_note)
   if math.isfinite(steps):
     note += (f" At finite T = {steps:g}, phase 3's start β1 = η1 v matters too: η2_min is "
              "the T = ∞ law verified on the exact R_T, bisected where phase 3 is too short.")
@@ -642,7 +855,7 @@ def of_plan(plan: str, lang: languages.Language, eps: float, **options) -> Regim
 
   Args:
     plan: a plan name of REGIMES (only "three_phase" has an exact regime).
-    lang: an occurrence-family language.
+    lang: a language with an exact moments route (exact_route).
     eps: the success threshold ε on the final squared risk.
     **options: passed to the plan's builder (three_phase_regime: eta3, steps, cls, ...).
 
@@ -667,5 +880,5 @@ def of_plan(plan: str, lang: languages.Language, eps: float, **options) -> Regim
   return REGIMES[plan](lang, eps, **options)
 
 
-__all__ = ["REGIMES", "Regime", "check_language", "kqv_attention_step", "limit_risk", "of_plan",
-           "three_phase_regime"]
+__all__ = ["REGIMES", "Regime", "check_language", "exact_route", "kqv_attention_step",
+           "limit_risk", "of_plan", "three_phase_regime"]

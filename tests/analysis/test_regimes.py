@@ -225,16 +225,19 @@ def test_outside_reach_names_the_route(call, match):
     lj.regular([[0, 1], [0, 1]], [1], name="ends_in_one"),       # a user's automaton
     lj.data.regular_builtins.occurrence_automaton(4),             # presence, as an automaton
 ], ids=lambda lang: lang.describe())
-@pytest.mark.parametrize("call", ["three_phase_regime", "limit_risk"])
+@pytest.mark.parametrize("call", ["check_language", "limit_risk"])
 def test_a_language_out_of_reach_gets_one_plain_line(lang, call):
   """Issue 34: a language whose label is not the presence of letters used to fail deep in the
-  moments ("PresenceLabels", "the traced problem"). Every entry point now refuses it first, in
-  one line naming the language, what the regimes cover, and what to do instead."""
+  moments ("PresenceLabels", "the traced problem"). The occurrence family's entry points
+  (limit_risk, check_language: the Δ law in d of experiments.regimes) refuse it first, in one
+  line naming the language, what they cover, and what to do instead. (Issue 36:
+  three_phase_regime now covers these languages by the transfer route,
+  tests/analysis/test_regimes_general.py.)"""
   with pytest.raises(ValueError) as error:
     if call == "limit_risk":
       regimes.limit_risk(lang)
     else:
-      regimes.three_phase_regime(lang, EPS)
+      regimes.check_language(lang)
   message = str(error.value)
   assert message == (
       "lj.regimes covers only languages whose label depends only on which letters occur "
