@@ -133,7 +133,7 @@ class Optimum:
   layout: direct.Layout
 
   def __repr__(self) -> str:
-    where = ("at infinity along a ray" if self.status == "infimum_at_infinity"
+    where = ("approached at infinity" if self.status == "infimum_at_infinity"
              else f"score spread {self.score_spread:.3g}")
     return (f"Optimum({self.status}, risk={self.risk:.12g} ± {self.risk_error:.1g}, "
             f"grad_norm={self.grad_norm:.2g}, min_eigenvalue={self.min_eigenvalue:.3g}, "
