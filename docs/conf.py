@@ -46,7 +46,7 @@ numfig = True
 
 # Tutorials run at every build; one that raises fails it.
 nb_execution_mode = "force"
-nb_execution_timeout = 120
+nb_execution_timeout = 600  # per cell: the gradient-flow tutorial compiles a Kvaerno5 flow
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_merge_streams = True
