@@ -1,4 +1,4 @@
-"""Gradient flow of the population risk (docs/theory.md sections 5 and 5b): lj.flow.
+"""Gradient flow of the population risk (docs/theory.md section 5c): lj.flow.
 
 A plan in continuous time (lagjax.dynamics.plans.FlowPlan, or any GD plan read as its
 flow form) is the ODE
@@ -394,7 +394,7 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
 
 
 def status(trajectory: Trajectory) -> str:
-  """What ended a flow run (docs/theory.md §5): its summary's status code, in words.
+  """What ended a flow run (docs/theory.md §5c): its summary's status code, in words.
 
   Args:
     trajectory: a Trajectory returned by lj.flow (one run).
@@ -446,7 +446,7 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
          max_risk: float = runner.MAX_VALUE, max_steps: int = 16_384, tied="auto",
          num_points: int | None = None, dense: bool = False, closed_form: bool = True):
   """Runs `plan` on `lang` from θ0 (default zero) as exact population gradient flow
-  (docs/theory.md §5; per-token gradients on tied groups: §3b), mirroring lj.train.
+  (docs/theory.md §5c; per-token gradients on tied groups: §3b), mirroring lj.train.
 
   A GD plan is read as its flow form (plans.flow_form): a phase of k steps of size η
   lasts k·η time units, so lj.flow(lang, lj.plans.joint(1.0, 300)) flows to t = 300 and
