@@ -45,6 +45,11 @@ class RunLabel(NamedTuple):
     code: the index of the label in LABELS (an int array; vmaps).
     period: the detected period of an oscillating run (0: aperiodic or not oscillating).
     max_rise: the largest rise R_{t+1} − R_t over the run, relative to R_0.
+
+  Example:
+    >>> label = lj.dynamics.run_label.label_code(jnp.array([1.0, 0.5] * 8))
+    >>> label.name, int(label.period), float(label.max_rise)
+    ('oscillating', 2, 0.5)
   """
 
   code: jnp.ndarray

@@ -111,6 +111,12 @@ class Enumeration(NamedTuple):
     labels: (K,) y(c) in {-1, +1}.
     tail: the probability mass left out, P(n > N) + the dropped vectors' weight (≤ tol).
     (A float, or an array where the length law is.)
+
+  Example:
+    >>> lang = lj.occurrence(3, length=lj.fixed(2))   # strings of length 2 on groups {a}, rest
+    >>> enum = lj.risk.lattice.enumeration(lang, lj.partition.of_language(lang), 1e-12)
+    >>> enum.counts.tolist(), enum.labels.tolist()
+    ([[0.0, 2.0], [1.0, 1.0], [2.0, 0.0]], [-1.0, 1.0, 1.0])
   """
 
   counts: jnp.ndarray

@@ -38,6 +38,11 @@ class GradientNoise(NamedTuple):
     exact: whether the moments come from the lattice enumeration.
     mass_left_out: the probability mass the enumeration leaves out (exact only; ≤ tol).
     num_samples: the strings sampled (0 where exact).
+
+  Example:
+    >>> noise = lj.gradient_noise(lj.occurrence(3), lj.init_params(3))
+    >>> noise.covariance.shape, noise.exact, noise.standard_error is None
+    ((6, 6), True, True)
   """
 
   mean: jnp.ndarray
