@@ -400,3 +400,35 @@ def test_class_balanced_risk_equals_enumeration():
   assert abs(float(balanced) - float(jax.jit(TRANSFER.build(parity).risk)(params))) <= TOL
   with pytest.raises(ValueError, match=r"^class_weights must be one of \('population'"):
     TRANSFER.build(parity, class_weights="equal")
+
+
+def test_class_balanced_risk_weights_an_unbalanced_language():
+  """class_weights="balanced" on a language whose classes are not equally likely: even pairs
+  under π = (0.7, 0.3) at n = 3 has P(y = +1) = 0.58, and the route's risk is the π-weighted
+  ½ E[ℓ | y = +1] + ½ E[ℓ | y = -1] of the enumeration, away from the population risk (issue
+  34's mutation campaign: the tests above use P(y = +1) = ½, where the balanced weights are
+  1 and 1, so the weighting itself was never seen). TOL: both sides are exact sums of 8
+  terms."""
+  rng = np.random.default_rng(22)
+  lang = dataclasses.replace(language("even_pairs"), length=lj.fixed(3), pi=(0.7, 0.3))
+  params = random_params(rng, 2, cls=False)
+  value = float(jax.jit(TRANSFER.build(lang, class_weights="balanced").risk)(params))
+  strings, y, weight = labelled_strings(lang, 3)
+  assert abs(weight[y > 0].sum() - 0.58) <= TOL
+  counts = np.stack([(strings == x).sum(1) for x in range(2)], axis=1)
+  u = np.exp(np.asarray(params["alpha"]))
+  loss = 0.5 * ((counts @ (u * np.asarray(params["beta"]))) / (counts @ u) - y) ** 2
+  positive, negative = y > 0, y < 0
+  expected = (0.5 * weight[positive] @ loss[positive] / weight[positive].sum()
+              + 0.5 * weight[negative] @ loss[negative] / weight[negative].sum())
+  assert abs(value - expected) <= TOL, (value, expected)
+  assert abs(value - weight @ loss) > 1e-3
+
+
+def test_transfer_route_without_a_partition_reports_one_group_per_token():
+  """Built without a partition, the route's `partition` (the groups that index θ) is one
+  group per token, as its risk uses (issue 34's mutation campaign: None survived)."""
+  lang = language("even_pairs")
+  route = TRANSFER.build(lang)
+  assert route.partition.num_groups == lang.d
+  assert route.partition == partition_lib.singletons(lang.d)
