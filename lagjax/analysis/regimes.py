@@ -68,6 +68,8 @@ DELTA_MAX = 1e6         # Δ_ε is searched in [-DELTA_MAX, DELTA_MAX]
 ETA2_RANGE = (1e-3, 1e15)
 ETA2_SCAN = 96          # log-η2 points per η1 checked for a single crossing before bisection
 BISECTION_CHUNK = 64    # η1 values per compiled bisection call
+ROUTE_CHUNK = 8         # the same on a route's moments (a transfer evaluation costs ~1e3 times
+                        # a traced Laplace one, so padding a few η1 to 64 would dominate)
 MONOTONE_POINTS = 257   # Δ points that bracket Δ_ε and check the success set is {Δ >= Δ_ε}
 SWEEP_ROUTE = ("map it with the grid sweep instead: python -m experiments.sweep --config "
                "experiments/configs/sweep.py")
@@ -667,11 +669,13 @@ def three_phase_regime(lang: languages.Language, eps: float, *, eta3: float = 1.
   steps_needed = functools.partial(_steps_needed, static, problem, v, a1, a2, eta3=eta3, eps=eps)
   log_range = np.log([low, high])
 
+  chunk = BISECTION_CHUNK if static.moments_at is None else ROUTE_CHUNK
+
   def chunks(eta1, compiled):
     eta1 = np.asarray(eta1, np.float64)
-    flat = np.concatenate([eta1.ravel(), np.ones(-eta1.size % BISECTION_CHUNK)])
-    parts = [jax.device_get(compiled(flat[i:i + BISECTION_CHUNK]))
-             for i in range(0, flat.size, BISECTION_CHUNK)]  # one compiled shape
+    flat = np.concatenate([eta1.ravel(), np.ones(-eta1.size % chunk)])
+    parts = [jax.device_get(compiled(flat[i:i + chunk]))
+             for i in range(0, flat.size, chunk)]  # one compiled shape
     return eta1, [np.concatenate(p)[:eta1.size] for p in zip(*parts)]
 
   def eta2_min_bisection(eta1):
@@ -681,20 +685,20 @@ def three_phase_regime(lang: languages.Language, eps: float, *, eta3: float = 1.
 
   def eta2_intervals(eta1):
     # Scan every η1, then refine only the brackets where the outcome changes (a vmapped
-    # root over every scan gap would cost ETA2_SCAN times more), BISECTION_CHUNK at a time.
+    # root over every scan gap would cost ETA2_SCAN times more), a chunk at a time.
     eta1, (values,) = chunks(eta1, lambda x: (_eta2_scan(
         static, problem, v, a1, a2, x, eta3, steps_arg, eps, log_range),))
     xs = np.linspace(log_range[0], log_range[1], ETA2_SCAN)
     success = values <= 0
     rows, gaps = np.nonzero(success[:, 1:] != success[:, :-1])
     roots = np.empty(rows.size)
-    for i in range(0, rows.size, BISECTION_CHUNK):
-      part = slice(i, i + BISECTION_CHUNK)
-      pad = BISECTION_CHUNK - rows[part].size
+    for i in range(0, rows.size, chunk):
+      part = slice(i, i + chunk)
+      pad = chunk - rows[part].size
       r, g = (np.concatenate([a[part], np.repeat(a[part][:1], pad)]) for a in (rows, gaps))
       out = _eta2_refine(static, problem, v, a1, a2, eta1.ravel()[r], xs[g], xs[g + 1],
                          values[r, g], values[r, g + 1], eta3, steps_arg, eps)
-      roots[part] = np.asarray(out)[:BISECTION_CHUNK - pad]
+      roots[part] = np.asarray(out)[:chunk - pad]
     return [_intervals(success[n], roots[rows == n], low, high) for n in range(eta1.size)]
 
   common = {"coefficients": (a1, a2), "eps": eps, "eta3": eta3, "steps": steps,
