@@ -614,15 +614,3 @@ def test_beats_neighbour_is_false_for_a_choice_inside_the_grid():
   assert not selection.beats_neighbour(found, scores, "joint", found[1], grid, "loss")
   at_edge = {**scores, found[0]: selection.Score(loss=0.5, metric=0.0)}
   assert selection.beats_neighbour(found, at_edge, "joint", found[0], grid, "loss")
-
-
-def test_beats_neighbour_is_false_for_a_choice_inside_the_grid():
-  """Only a choice at an edge of the grid can extend it: an interior η that beats its
-  neighbours does not, while the same lead at the low edge does (issue 34's mutation
-  campaign: with rtol 1 instead of 1e-12 in the edge test, 1.0 counted as the edge 10.0)."""
-  grid = (0.3, 1.0, 3.0, 10.0)
-  found = [selection.Candidate(("joint",), "joint", eta, None) for eta in grid]
-  scores = {c: selection.Score(loss=1.0 if c.eta_out == 1.0 else 5.0, metric=0.0) for c in found}
-  assert not selection.beats_neighbour(found, scores, "joint", found[1], grid, "loss")
-  at_edge = {**scores, found[0]: selection.Score(loss=0.5, metric=0.0)}
-  assert selection.beats_neighbour(found, at_edge, "joint", found[0], grid, "loss")
