@@ -137,7 +137,7 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
               records: str = "geometric", record_steps=None,
               max_risk: float = runner.MAX_VALUE, max_steps: int = 16_384,
               num_points: int | None = None, with_solution: bool = False,
-              output_only: bool = False):
+              output_only: bool = False, sharpness: int = 0):
   """Builds run(theta0_grouped, data, t1, epsilon, plateau_drop) -> Trajectory (not jitted;
   docs/theory.md §5).
 
@@ -169,6 +169,8 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
     output_only: every phase trains β alone: on the plain layout with squared loss and a
       moments route, the run follows the exact solution of the linear phase
       (output_phase.output_flow_solver, §4) instead of the solver (summary num_steps 0).
+    sharpness: k ≥ 1 records the top k eigenvalues of the Hessian on the groups the phase
+      moves, in the per-token metric (train.stepped_sharpness, §5d); 0 records none.
 
   Returns:
     run(theta0_grouped, data, t1, epsilon, plateau_drop[, times]) -> Trajectory, as lj.flow
@@ -331,7 +333,13 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
       value, gradient = per_token_gradient(y)
       flat_grads, _ = ravel_pytree(jax.grad(risk_of)(params))
       rates = coordinate_rates[phase_of(t)]
-      return {"risk": value, "alpha": direct.attention_vector(token_params),
+      extra = {}
+      if sharpness:
+        # The Hessian of the groups the phase moves, in the per-token metric (§5d).
+        extra["sharpness"] = train.stepped_sharpness(
+            risk_of, params, sharpness, sizes=sizes, trains=data.rates[phase_of(t)] > 0,
+            labels=labels)
+      return {**extra, "risk": value, "alpha": direct.attention_vector(token_params),
               "beta": direct.output_vector(token_params),
               # -dR/dt = ⟨∇R, r ⊙ ∇̃R⟩, the integrand of the energy identity (§5).
               "dissipation": jnp.vdot(flat_grads, rates * gradient),
@@ -444,7 +452,8 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
          atol: float = 1e-10, num_records: int = 64, records: str = "geometric",
          epsilon: float | None = None, plateau_drop: float = 0.5,
          max_risk: float = runner.MAX_VALUE, max_steps: int = 16_384, tied="auto",
-         num_points: int | None = None, dense: bool = False, closed_form: bool = True):
+         num_points: int | None = None, dense: bool = False, closed_form: bool = True,
+         sharpness: int = 0):
   """Runs `plan` on `lang` from θ0 (default zero) as exact population gradient flow
   (docs/theory.md §5c; per-token gradients on tied groups: §3b), mirroring lj.train.
 
@@ -481,6 +490,9 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
     closed_form: a plan whose phases all train β alone follows the exact solution of the
       linear phase (§4; on the plain layout, squared loss, a route with the moments H, g)
       instead of the solver; False forces the solver.
+    sharpness: k ≥ 1 records the k largest eigenvalues of the Hessian on the groups each
+      phase moves, in the per-token metric, at every record (train.stepped_sharpness,
+      docs/theory.md §5d), and summary max_sharpness and end_sharpness; 0 (default): none.
 
   Returns:
     With dense, the pair (Trajectory, path), path(t) -> per-token θ(t) (jitted) for any
@@ -538,6 +550,7 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
   given = None if isinstance(records, str) else _given_times(records, t1)
   kind, size = ("given", given.size - 1) if given is not None else (records, num_records)
   grouped = direct.group_params(partition, theta0)
+  sharpness = train.check_sharpness(sharpness, grouped)
   arguments = (grouped, flow_plan.data(), jnp.float64(t1),
                jnp.float64(-1.0 if epsilon is None else epsilon), jnp.float64(plateau_drop))
   if given is not None:
@@ -548,7 +561,7 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
   def attempt(points):
     run = _compiled_flow(lang, partition, len(flow_plan.phases), loss, route, layout, solver,
                          rtol, atol, size, kind, max_risk, max_steps, points, dense,
-                         output_only)
+                         output_only, sharpness)
     return run(*arguments)
 
   def stopped_at(result):
@@ -567,9 +580,14 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
   else:
     result, info = attempt(None), ()
   trajectory = result[0] if dense else result
+  summary = dict(trajectory.summary)
+  if sharpness:
+    # η·λ_max > 2 has no meaning for a flow: its largest and final λ_max only (§5d).
+    top = trajectory.records["sharpness"][:, 0]
+    summary.update(max_sharpness=jnp.nanmax(top), end_sharpness=top[-1])
   trajectory = dataclasses.replace(
       trajectory, params=direct.expand_params(partition, trajectory.params),
-      info=tuple(trajectory.info) + info)
+      info=tuple(trajectory.info) + info, summary=summary)
   if not dense:
     return trajectory
   solution, trained, y0, t_end = result[1]
@@ -586,9 +604,10 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
 @functools.lru_cache(maxsize=16)
 def _compiled_flow(lang, partition, num_phases, loss, route, layout, solver, rtol, atol,
                    num_records, records, max_risk, max_steps, num_points, dense,
-                   output_only):
+                   output_only, sharpness=0):
   return jax.jit(make_flow(lang, partition, num_phases=num_phases, loss=loss, route=route,
                            layout=layout, solver=solver, rtol=rtol, atol=atol,
                            num_records=num_records, records=records, max_risk=max_risk,
                            max_steps=max_steps, num_points=num_points,
-                           with_solution=dense, output_only=output_only))
+                           with_solution=dense, output_only=output_only,
+                           sharpness=sharpness))
