@@ -1,4 +1,4 @@
-"""Certified optima of the population risk (docs/theory.md §10, on the exact routes of §3).
+"""Certified optima of the population risk (docs/theory.md §3e, on the exact routes of §3).
 
 `optimum` minimises R(θ) from several starts and says what it found:
 
@@ -53,7 +53,7 @@ from lagjax.models import direct
 from lagjax.risk import coverage, entries, evaluate, registry
 
 STATUSES = ("minimum", "degenerate", "saddle", "infimum_at_infinity", "not_converged")
-# The layouts by name, as the atlas names them (docs/theory.md §2b, §10).
+# The layouts by name, as the atlas names them (docs/theory.md §2b).
 LAYOUTS = {"cls": direct.Layout(), "cls+first_last": direct.Layout(positions="first_last"),
            "last": direct.Layout(query="last"),
            "last+first_last": direct.Layout(query="last", positions="first_last")}
@@ -70,7 +70,7 @@ LINE_SEARCH_HALVINGS = 40
 
 @dataclasses.dataclass(frozen=True)
 class Optimum:
-  """What `optimum` found and how it is certified (docs/theory.md §10).
+  """What `optimum` found and how it is certified (docs/theory.md §3e).
 
   Attributes:
     status (str): "minimum" (‖∇R‖ ≤ gtol and the Hessian positive definite off the shift
@@ -172,7 +172,7 @@ def _shift_directions(template: dict, layout: direct.Layout) -> list[dict]:
 def score_spread(params) -> jax.Array:
   """The largest spread max - min of the scores one query sees (one row of the entry table,
   docs/theory.md §3d), in nats: what the quadrature grid must cover and what grows without
-  bound when the infimum is approached at infinity (§10).
+  bound when the infimum is approached at infinity (§3e).
 
   Args:
     params: grouped or per-token parameters of any layout (§2b).
@@ -249,7 +249,7 @@ def _lbfgs_program(problem: _Problem, iterations: int, chunks: int):
 
 
 class _Newton:
-  """Batched damped Newton on the exact Hessian, driven from the host (§10)."""
+  """Batched damped Newton on the exact Hessian, driven from the host (§3e)."""
 
   def __init__(self, problem: _Problem, shifts: np.ndarray):
     self.problem = problem
@@ -371,7 +371,7 @@ def optimum(lang: languages.Language, layout="cls", *,
             route: str = "auto", loss="squared", gtol: float = 1e-10, eig_tol: float = 1e-8,
             agree_tol: float = 1e-9, num_points: int | None = None) -> Optimum:
   """The minimum of the population risk R(θ), certified, or its infimum at infinity
-  (docs/theory.md §10; the routes of §3).
+  (docs/theory.md §3e; the routes of §3).
 
   Multi-start L-BFGS, then damped Newton steps with the exact Hessian on every start; the
   best start is certified by ‖∇R‖ and the Hessian's smallest eigenvalue off the softmax's
