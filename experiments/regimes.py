@@ -11,6 +11,15 @@ Writes to --workdir:
   boundary.png              exact boundaries η2_min(η1) with the paper's point (d, d²);
   lengths.csv / lengths.md / lengths.png   bounded against unbounded lengths at equal mean;
   kqv.csv / kqv.md / kqv.png               the KQV form from init scale s (item 5).
+
+Any other language with an exact moments route (lj.regimes.exact_route: a regular language,
+a user's automaton file or factory), or a tuple of specs in config.languages, writes instead
+  languages.csv / languages.md / languages.png   per language: the three-phase regime at a
+                            fixed ε (config.eps) and at the language's own midpoint ε between
+                            its output-only floor R*(0) and min_Δ R*(Δ) (docs/theory.md §8.8).
+
+  python -m experiments.regimes --config experiments/configs/regimes_languages.py \
+      --workdir docs/results/regimes
 """
 
 from __future__ import annotations
@@ -59,17 +68,10 @@ def d_values(config) -> np.ndarray:
   return ds
 
 
-REGIME_LANGUAGES = ("occurrence", "any_of")
-
-
-def validate(config) -> np.ndarray:
-  """Checks every field before any compute; returns the d grid."""
-  if config.language in lj.languages.LANGUAGES and config.language not in REGIME_LANGUAGES:
-    raise ValueError(
-        f"config.language must be one of {REGIME_LANGUAGES} (the occurrence family, whose "
-        f"regime laws are one coordinate Δ, docs/theory.md §8), a file or a factory that builds "
-        f"one of them; got {config.language!r}: {regimes.SWEEP_ROUTE} "
-        f"--config.language={config.language}.")
+def validate(config) -> np.ndarray | list[tuple[str, lj.Language]]:
+  """Checks every field before any compute. Returns the d grid (an occurrence-family
+  config.language, empty config.languages), else the (spec, language) pairs of the
+  language table, each checked to have an exact moments route."""
   common.config_length(config)
   lj.validation.check_risk_threshold("config.eps (ε)", config.eps)
   lj.validation.check_positive("config.eta3", config.eta3)
@@ -95,13 +97,35 @@ def validate(config) -> np.ndarray:
   lj.validation.check_positive("config.kqv.eta2_min", kqv.eta2_min)
   lj.validation.check_real("config.kqv.eta2_max", kqv.eta2_max, minimum=kqv.eta2_min, strict=True)
   ds = d_values(config)
+  if config.languages:
+    return [table_language(config, spec, f"config.languages[{k}]", int(ds[0]))
+            for k, spec in enumerate(config.languages)]
   try:
-    # The language and its length law build, and the regimes cover it (a file or a factory
-    # can give any language).
-    regimes.check_language(language(config, int(ds[0])), config.language)
+    # The language and its length law build (a file or a factory can give any language).
+    lang = language(config, int(ds[0]))
   except ValueError as error:
-    raise ValueError(f"config.language: {error}") from None
-  return ds
+    if config.language.endswith(".json") or config.language.partition(":")[2].isidentifier():
+      raise ValueError(f"config.language: {error}") from None
+    lang = None   # a family of its own alphabet size (parity, tomita): built at its own d
+  if isinstance(lang, lj.languages.PresenceLabels):
+    return ds     # the occurrence family: the laws in d
+  return [table_language(config, config.language, "config.language", int(ds[0]))]
+
+
+def table_language(config, spec: str, field: str, d_min: int) -> tuple[str, lj.Language]:
+  """(spec, language) for the language table: built at its own alphabet size (at d_min for
+  a family or factory that needs one), with an exact moments route (regimes.exact_route);
+  else one line naming `field`."""
+  options = {"letters": tuple(config.letters), "length": common.config_length(config)}
+  try:
+    try:
+      lang = lj.languages.from_spec(spec, None, **options)
+    except ValueError:
+      lang = lj.languages.from_spec(spec, d_min, **options)
+    regimes.exact_route(lang)
+  except ValueError as error:
+    raise ValueError(f"{field}: {error}") from None
+  return spec, lang
 
 
 def language(config, d, **options):
@@ -379,11 +403,135 @@ def kqv_table(config, workdir) -> tuple[list[dict], list[dict], str]:
   return rows, fits, path
 
 
+DELTA_GRID = np.logspace(-3, 6, 91)   # |Δ| points (10 a decade) where R*(Δ) is tabulated
+FLAT_C = 1e-12                        # |c| <= FLAT_C·b: c is roundoff (no wall, no η1 gain)
+
+
+def reachable_deltas(b: float, c: float) -> np.ndarray:
+  """The Δ = η1η2(b + cη1) of the grid that some η1, η2 > 0 reach: the sign of b for small
+  η1, and the other sign too beyond the wall (c of the other sign)."""
+  c = 0.0 if abs(c) <= FLAT_C * abs(b) else c
+  signs = {math.copysign(1.0, b)} | ({math.copysign(1.0, c)} if c else set())
+  return np.concatenate([sign * DELTA_GRID for sign in sorted(signs)])
+
+
+def language_row(config, spec: str, lang) -> tuple[dict, tuple | None]:
+  """One row of the language table (docs/theory.md §8.8): the regime at config.eps and at the
+  midpoint ε between the output-only floor R*(0) and the grid's min R*(Δ); also the R*(Δ)
+  curve (Δ, R*) for the figure (None with two invariant coordinates)."""
+  started = time.time()
+  regime = regimes.three_phase_regime(lang, config.eps, eta3=config.eta3)
+  row = {"language": spec, "describe": lang.describe(), "route": regime.route,
+         "coordinates": regime.coordinates, "b": regime.b, "c": regime.c,
+         "eta1_max": regime.eta1_max, "eta1_stable": regime.eta1_stable,
+         "output_floor": regime.risk_floor}
+  eta1 = np.asarray([config.table_eta1])
+  if regime.coordinates != 1:
+    # No Δ law: α moves in two coordinates; success read off the η2 scan at one η1.
+    intervals = regime.eta2_intervals(eta1)[0]
+    row.update(learns_at_eps=bool(intervals.size), note=regime.note,
+               seconds=time.time() - started)
+    return row, None
+  deltas = reachable_deltas(regime.b, regime.c)
+  curve = np.asarray(regime.risk_of_delta(deltas))
+  best = int(np.argmin(curve))
+  row.update(best_risk=float(curve[best]), best_delta=float(deltas[best]),
+             learns_at_eps=bool(math.isfinite(regime.delta_eps)
+                                and np.any(np.sign(deltas) == np.sign(regime.delta_eps))))
+  notes = []
+  if not row["best_risk"] < regime.risk_floor * (1 - 1e-9):
+    notes.append("attention never lowers R* below the output-only floor on the Δ grid")
+    row.update(eps_mid=math.nan, note="; ".join(notes), seconds=time.time() - started)
+    return row, (deltas, curve)
+  eps_mid = 0.5 * (regime.risk_floor + row["best_risk"])
+  mid = regimes.three_phase_regime(lang, eps_mid, eta3=config.eta3)
+  flat = abs(mid.c) <= FLAT_C * abs(mid.b)
+  # inf η1η2 on {Δ >= Δ_ε}: Δ_ε/b as η1 → 0 (c <= 0); with c ≈ 0 every η1 attains it.
+  row.update(eps_mid=eps_mid, delta_eps_mid=mid.delta_eps,
+             min_eta1_eta2=mid.min_product if (flat or mid.c < 0) else 0.0,
+             single_crossing=mid.monotone)
+  if flat:
+    notes.append("c ≈ 0: Δ = b·η1η2, so success depends on η1η2 alone")
+  elif mid.c > 0:
+    notes.append("c > 0: η1η2 → 0 as η1 → ∞ (min_eta1_eta2 = 0, not attained)")
+  if not mid.monotone:
+    intervals = mid.eta2_intervals(eta1)[0]
+    slope = config.table_eta1 * (mid.b + mid.c * config.table_eta1)
+    notes.append("not a single crossing: success for η2 in "
+                 + ", ".join(f"[{lo:.4g}, {hi:.4g}]" for lo, hi in intervals)
+                 + f" at η1 = {config.table_eta1:g} (Δ in "
+                 + ", ".join(f"[{lo * slope:.4g}, {hi * slope:.4g}]" for lo, hi in intervals)
+                 + "): too large an attention step overshoots")
+  row.update(note="; ".join(notes), seconds=time.time() - started)
+  return row, (deltas, curve)
+
+
+LANGUAGES_NOTE = """\
+The three-phase plan from θ0 = 0 on the plain model (CLS query, no position tables), exact
+at T = ∞ (phase 3 to the minimiser at the learned α; docs/theory.md §8.8). route: the exact
+moments route; coordinates: 1 when α moves along one Δ = η1η2(b + cη1). eta1_max: the wall
+b/|c| (inf: none); eta1_stable: 2/λ_max of the output phase at α = 0. output_floor: R*(0),
+the output-only floor; best_risk: the smallest R*(Δ) over the reachable Δ grid (|Δ| in
+[1e-3, 1e6], 10 points a decade), at best_delta. learns_at_eps: whether some (η1, η2) reaches
+R* <= ε at the fixed ε. eps_mid: each language's own threshold, halfway between output_floor
+and best_risk (attention gains half of what this plan can give it); delta_eps_mid: the
+smallest Δ reaching it; min_eta1_eta2: the infimum of η1η2 that reaches it (Δ_ε/b);
+single_crossing: whether the success set along Δ is {Δ >= Δ_ε} (checked on 257 points).
+"""
+
+
+def languages_table(config, pairs, workdir) -> list[dict]:
+  """languages.csv / .md / .png: one row per (spec, language) of `pairs`."""
+  plt = common.pyplot()
+  progress = common.progress_reporter("languages")
+  rows = []
+  fig, ax = plt.subplots(figsize=(7, 4.8))
+  for k, (spec, lang) in enumerate(pairs):
+    progress(k, len(pairs))
+    row, curve = language_row(config, spec, lang)
+    rows.append(row)
+    if curve is not None:
+      deltas, risk = curve
+      positive = deltas > 0
+      floor = row["output_floor"]
+      (line,) = ax.plot(deltas[positive], risk[positive] / floor, label=spec)
+      if math.isfinite(row.get("eps_mid", math.nan)):
+        ax.plot([row["delta_eps_mid"]], [row["eps_mid"] / floor], marker="o", ms=4,
+                color=line.get_color())
+  progress(len(pairs), len(pairs))
+  ax.set(xscale="log", xlabel="Δ = η1η2(b + cη1) > 0",
+         ylabel="R*(Δ) / R*(0) (phase 3 at T = ∞, over the output-only floor)",
+         title="three-phase outcome along Δ; ● Δ_ε at each language's eps_mid")
+  common.save_figure(fig, os.path.join(workdir, "languages.png"), legend=ax)
+  columns = ("language", "describe", "route", "coordinates", "b", "c", "eta1_max",
+             "eta1_stable", "output_floor", "best_risk", "best_delta", "learns_at_eps",
+             "eps_mid", "delta_eps_mid", "min_eta1_eta2", "single_crossing", "note", "seconds")
+  rows = [{name: row.get(name, math.nan) for name in columns} for row in rows]
+  common.write_csv(rows, os.path.join(workdir, "languages.csv"))
+  command = ("python -m experiments.regimes --config experiments/configs/regimes_languages.py "
+             "--workdir docs/results/regimes" if config.languages else
+             f"python -m experiments.regimes --config.language={config.language}")
+  with open(os.path.join(workdir, "languages.md"), "w") as f:
+    f.write(f"# Three-phase regimes on every language with exact moments (ε = {config.eps:g}, "
+            f"η3 = {config.eta3:g})\n\n`{command}`\n\n" + LANGUAGES_NOTE + "\n"
+            + common.markdown_table(rows))
+  return rows
+
+
 def main(argv):
   del argv
   experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=validate)
   config, ds, workdir = experiment.config, experiment.validated, experiment.workdir
   start = experiment.started
+  if isinstance(ds, list):   # (spec, language) pairs: the language table
+    rows = languages_table(config, ds, workdir)
+    wall = time.time() - start
+    print(common.markdown_table([{k: r[k] for k in ("language", "learns_at_eps", "eps_mid",
+                                                     "min_eta1_eta2", "seconds")} for r in rows]))
+    experiment.write_metadata(seconds=wall, languages=[spec for spec, _ in ds])
+    print(f"{len(ds)} languages in {wall:.1f} s; wrote languages.csv/.md/.png, metadata.json "
+          f"in {workdir}")
+    return
   parts = experiment.progress("parts (regimes, lengths, KQV plan)")
   parts(0, 3)
   rows, by_d = regime_rows(config, ds)

@@ -18,6 +18,11 @@ def get_config() -> ml_collections.ConfigDict:
   # 'fixed:20' or 'shifted_poisson:3.0' (the lengths part below sets its own laws).
   config.length = ""
   config.letters = (0,)
+  # The language table (docs/theory.md §8.8): specs of languages with an exact moments route
+  # (regimes_languages.py lists the built-ins). Non-empty, or config.language outside the
+  # occurrence family, the binary writes languages.csv/.md/.png only.
+  config.languages = ()
+  config.table_eta1 = 1.0            # the η1 where the table reports η2 success intervals
   config.eps = 1e-3                  # ε: success means final squared risk <= ε
   config.eta3 = 1.0                  # phase-3 step size (the paper's)
   config.d_grid = ml_collections.ConfigDict(dict(d_min=8, d_max=100_000, num=25))
