@@ -6,7 +6,7 @@
    num_starts - 1 seeded draws θ0 + N(0, start_scale²), all vmapped in one compiled program
    per grid size;
 2. damped Newton steps on every start with the exact Hessian (jax.hessian of the flattened
-   parameters): the step is -Σ_i (v_iᵀ∇R / max(|λ_i|, μ)) v_i over the eigenpairs of the
+   parameters): the step is -Σ_i (v_iᵀ∇R / max(abs(λ_i), μ)) v_i over the eigenpairs of the
    Hessian ("saddle-free" Newton, μ > 0 a floor), so it is a descent direction at every
    point, and a backtracking line search keeps every accepted step on a descent path;
 3. a certificate at the best start: R(θ*), ‖∇R(θ*)‖, the smallest eigenvalue of the Hessian

@@ -10,7 +10,7 @@ the last `tail_fraction` of the records, the labels, in order of precedence, are
   first half. The period is the smallest p ≤ max_period with which the tail's pattern of
   rises and falls, sign(R_{t+1} − R_t) (0 within tol·R_0), repeats (0: aperiodic), so a
   two-step cycle that drifts slowly still has period 2;
-- "edge_of_stability": given the sharpness λ_t and step sizes η, |η·λ_t − 2| ≤ 2·band on
+- "edge_of_stability": given the sharpness λ_t and step sizes η, abs(η·λ_t − 2) ≤ 2·band on
   at least `eos_fraction` of the records;
 - "catapult": the risk rises by more than tol·R_0 at some step, and R_T < R_0;
 - "non_monotone": it rises so, and R_T ≥ R_0;
@@ -48,7 +48,7 @@ class RunLabel(NamedTuple):
 
   Example:
     >>> label = lj.dynamics.run_label.label_code(jnp.array([1.0, 0.5] * 8))
-    >>> label.name, int(label.period), float(label.max_rise)
+    >>> label.label, int(label.period), float(label.max_rise)
     ('oscillating', 2, 0.5)
   """
 
@@ -57,7 +57,7 @@ class RunLabel(NamedTuple):
   max_rise: jnp.ndarray
 
   @property
-  def name(self) -> str:
+  def label(self) -> str:
     """The label's name (a concrete, unbatched run)."""
     return LABELS[int(self.code)]
 
@@ -89,7 +89,7 @@ def label_code(risk, *, diverged=False, sharpness=None, etas=None,
     eos_fraction: the share of records in the band that makes "edge_of_stability".
 
   Returns:
-    A RunLabel (code, period, max_rise); `.name` reads the label.
+    A RunLabel (code, period, max_rise); `.label` reads it by name.
 
   Raises:
     ValueError: a tolerance ≤ 0, a fraction outside (0, 1], fewer than 8 records, or
@@ -100,12 +100,12 @@ def label_code(risk, *, diverged=False, sharpness=None, etas=None,
     start:
 
     >>> label, t = lj.dynamics.run_label.label_code, jnp.arange(40.0)
-    >>> label(0.5 * 0.25 ** t).name, label(0.5 * 9.0 ** t, diverged=jnp.array(True)).name
+    >>> label(0.5 * 0.25 ** t).label, label(0.5 * 9.0 ** t, diverged=jnp.array(True)).label
     ('monotone', 'diverged')
     >>> run = label(jnp.array([1.0, 0.5] * 8))
-    >>> run.name, int(run.period)
+    >>> run.label, int(run.period)
     ('oscillating', 2)
-    >>> label(jnp.array([1.0, 2.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01])).name
+    >>> label(jnp.array([1.0, 2.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01])).label
     'catapult'
     >>> lj.dynamics.run_label.label_code(jnp.ones(8), tolerance=0.0)
     Traceback (most recent call last):

@@ -186,7 +186,7 @@ def grid_options(route, num_points: int | None) -> dict:
     num_points: the grid size, or None for the route's default.
 
   Returns:
-    A dict to pass as **options to lj.risk_fn or a route's build.
+    A dict of keyword options for lj.risk_fn or a route's build.
 
   Example:
     >>> lj.risk.coverage.grid_options("laplace", 748), lj.risk.coverage.grid_options(

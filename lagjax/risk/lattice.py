@@ -108,20 +108,20 @@ class Enumeration(NamedTuple):
   Attributes:
     counts: (K, G) float count vectors c, 1 ≤ Σc ≤ N.
     weights: (K,) P(n) n!/Π c_g! Π π_g^{c_g}.
-    labels: (K,) y(c) in {-1, +1}.
+    targets: (K,) the labels y(c) in {-1, +1}.
     tail: the probability mass left out, P(n > N) + the dropped vectors' weight (≤ tol).
     (A float, or an array where the length law is.)
 
   Example:
     >>> lang = lj.occurrence(3, length=lj.fixed(2))   # strings of length 2 on groups {a}, rest
     >>> enum = lj.risk.lattice.enumeration(lang, lj.partition.of_language(lang), 1e-12)
-    >>> enum.counts.tolist(), enum.labels.tolist()
+    >>> enum.counts.tolist(), enum.targets.tolist()
     ([[0.0, 2.0], [1.0, 1.0], [2.0, 0.0]], [-1.0, 1.0, 1.0])
   """
 
   counts: jnp.ndarray
   weights: jnp.ndarray
-  labels: jnp.ndarray
+  targets: jnp.ndarray
   tail: float | jnp.ndarray
 
 

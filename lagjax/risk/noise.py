@@ -67,7 +67,7 @@ def _exact(lang, params, loss_fn, partition, tol):
   partition = partition or partition_lib.singletons(lang.d)
   enum = lattice.enumeration(lang, partition, tol)
   grads = jax.jit(_per_string_gradients, static_argnums=(0, 4))(
-      loss_fn, params, enum.counts, enum.labels,
+      loss_fn, params, enum.counts, enum.targets,
       lambda p, c: direct.forward_counts(p, c[None])[0])
   mean = enum.weights @ grads
   second = (grads * enum.weights[:, None]).T @ grads

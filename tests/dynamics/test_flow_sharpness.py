@@ -22,7 +22,7 @@ def test_flow_records_the_top_eigenvalues_of_the_per_token_hessian():
   for r in range(run.time.shape[0]):
     grouped = {"alpha": partition.group(run.alpha[r]), "beta": partition.group(run.beta[r])}
     flat, unravel = jax.flatten_util.ravel_pytree(grouped)
-    hessian = np.asarray(jax.hessian(lambda x: risk(unravel(x)))(flat))
+    hessian = np.asarray(jax.hessian(lambda x, unravel=unravel: risk(unravel(x)))(flat))
     expected = np.linalg.eigvalsh(hessian / np.outer(root, root))[::-1][:2]
     np.testing.assert_allclose(np.asarray(run.records["sharpness"][r]), expected, rtol=0,
                                atol=1e-10)

@@ -28,7 +28,7 @@ def _gd_quadratic(lam, eta, steps=200):
                                            (2.5, "diverged")])  # R still falls; η > 2/λ
 def test_gd_on_a_quadratic(eta, expected):
   risks, diverged = _gd_quadratic(1.0, eta)
-  assert run_label.label_code(risks, diverged=diverged).name == expected
+  assert run_label.label_code(risks, diverged=diverged).label == expected
 
 
 def test_uv_model_catapults():
@@ -41,37 +41,37 @@ def test_uv_model_catapults():
     lams.append(u * u + v * v)  # the top eigenvalue of the Hessian at a fit, to first order
     u, v = u - 0.5 * r * v, v - 0.5 * r * u
   label = run_label.label_code(np.array(risks))
-  assert label.name == "catapult"
+  assert label.label == "catapult"
   assert float(label.max_rise) > 1.0
   assert lams[-1] * 0.5 < 2.0 < lams[0] * 0.5
 
 
 def test_a_cycle_is_oscillating_with_its_period():
   three = np.tile([0.3, 0.2, 0.25], 12)
-  assert run_label.label_code(three).name == "oscillating"
+  assert run_label.label_code(three).label == "oscillating"
   assert int(run_label.label_code(three).period) == 3
   drifting = np.tile([0.3, 0.2], 20) - 1e-4 * np.arange(40)   # a slowly sinking 2-cycle
   label = run_label.label_code(drifting)
-  assert (label.name, int(label.period)) == ("oscillating", 2)
+  assert (label.label, int(label.period)) == ("oscillating", 2)
 
 
 def test_a_damped_oscillation_and_a_slow_tail_are_not_oscillating():
   t = np.arange(1.0, 400.0)
-  assert run_label.label_code(1.0 / t).name == "monotone"             # a 1/t tail
+  assert run_label.label_code(1.0 / t).label == "monotone"             # a 1/t tail
   damped = 0.1 + 0.5 ** t * np.where(t % 2 == 0, 1.0, -1.0) * 0.05 + 0.01 / t
-  assert run_label.label_code(damped).name == "non_monotone"  # it ends above its start
+  assert run_label.label_code(damped).label == "non_monotone"  # it ends above its start
 
 
 def test_edge_of_stability_by_sharpness():
   risks = 0.2 + 0.01 * np.tile([1.0, 0.0], 30) * np.exp(-np.arange(60) / 5)
   sharp = np.full(60, 1.98)
-  assert run_label.label_code(risks, sharpness=sharp, etas=1.0).name == "edge_of_stability"
-  assert run_label.label_code(risks, sharpness=sharp / 2, etas=1.0).name != "edge_of_stability"
+  assert run_label.label_code(risks, sharpness=sharp, etas=1.0).label == "edge_of_stability"
+  assert run_label.label_code(risks, sharpness=sharp / 2, etas=1.0).label != "edge_of_stability"
 
 
 def test_rises_that_end_above_the_start_are_non_monotone():
   risks = np.concatenate([np.linspace(0.5, 0.6, 10), np.full(30, 0.6)])
-  assert run_label.label_code(risks).name == "non_monotone"
+  assert run_label.label_code(risks).label == "non_monotone"
 
 
 @pytest.mark.parametrize("option, value, message", [
@@ -98,7 +98,7 @@ def test_tomita4_at_eta_2_oscillates_with_period_2():
   run = lj.train(lang, lj.plans.joint(2.0, 600),
                  lj.init_params(lang.d, cls=True, positions="first_last"))
   label = run_label.label_code(run.risk)
-  assert (label.name, int(label.period)) == ("oscillating", 2)
+  assert (label.label, int(label.period)) == ("oscillating", 2)
 
 
 def test_label_code_jits_and_vmaps_over_runs():
