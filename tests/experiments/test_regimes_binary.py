@@ -39,7 +39,7 @@ def test_tiny_run_writes_every_output(tmp_path):
     ("--config.d_grid.num=0", "config.d_grid.num"),
     ("--config.d_grid.d_min=1", "config.d_grid.d_min"),
     ("--config.d_grid.num=3", "config.d_grid must give at least 4 distinct alphabet sizes"),
-    ("--config.language=even_pairs", "config.language must be one of ('occurrence', 'any_of')"),
+    ("--config.languages=('parity', 'nope')", "config.languages[1]: unknown language 'nope'"),
     ("--config.length=poisson:3", "config.length: length law 'poisson:3' must be"),
 ])
 def test_bad_config_names_the_field(tmp_path, override, field):
@@ -48,26 +48,58 @@ def test_bad_config_names_the_field(tmp_path, override, field):
   assert not (tmp_path / "regimes.csv").exists()
 
 
-def test_a_factory_language_out_of_reach_is_one_line_before_compute(tmp_path):
-  """A factory (or file) can give any language; one the regimes do not cover (here: letter 0
-  occurs twice, a count, by an automaton) is refused at validation in the library's one plain
-  line, with the spec in the suggested sweep command (issue 34: it failed mid-run naming
-  PresenceLabels)."""
+def test_a_regular_language_gets_the_language_table(tmp_path):
+  """A language outside the occurrence family with an exact moments route (parity: the
+  transfer route) gets the three-phase table of docs/theory.md §8.8 instead of the laws in d
+  (it was refused by check_language before issue 36)."""
+  result = run("--config.language=parity", workdir=tmp_path)
+  assert result.returncode == 0, result.stderr[-2000:]
+  for name in ("languages.csv", "languages.md", "languages.png", "metadata.json"):
+    assert (tmp_path / name).stat().st_size > 0, name
+  assert not (tmp_path / "regimes.csv").exists()
+  with open(tmp_path / "languages.csv") as f:
+    (row,) = list(csv.DictReader(f))
+  assert (row["language"], row["route"], row["coordinates"]) == ("parity", "transfer", "1")
+  # The output phase at α = 0 is stable below 2/λ_max = 4: β ∝ 1 is the top eigenvector of
+  # H(0) = E[WWᵀ], eigenvalue π_σ = ½ (docs/theory.md §9b). No Δ reaches ε = 1e-3: parity
+  # needs counts mod 2, which no attention on letters gives.
+  assert float(row["eta1_stable"]) == pytest.approx(4.0, rel=1e-12)
+  assert row["learns_at_eps"] == "False"
+  floor, best, eps_mid = (float(row[k]) for k in ("output_floor", "best_risk", "eps_mid"))
+  assert best < eps_mid < floor < 0.5
+  assert eps_mid == pytest.approx(0.5 * (floor + best), rel=1e-12)
+  # min η1η2 = Δ_ε/b: the product that puts Δ = b·η1η2 (c ≈ 0 on parity) on the boundary.
+  assert float(row["min_eta1_eta2"]) == pytest.approx(
+      float(row["delta_eps_mid"]) / float(row["b"]), rel=1e-12)
+
+
+def test_a_factory_language_without_an_exact_route_is_one_line_before_compute(tmp_path):
+  """A factory (or file) can give any language; one that no exact route gives the moments of
+  (here: a counting language, more 0s than 1s, that declares no exact capability) is refused
+  at validation in the library's one plain line (regimes.exact_route)."""
   (tmp_path / "my_regime_languages.py").write_text(
-      "import lagjax as lj\n\n"
-      "def zero_twice(d, length=None):\n"
-      "  table = [[min(q + 1, 2)] + [q] * (d - 1) for q in range(3)]\n"
-      "  return lj.regular(table, [2], length=length, name='zero_twice')\n")
+      "import jax.numpy as jnp\nimport lagjax as lj\n\n"
+      "class MoreZeros(lj.Language):\n"
+      "  def __init__(self, d):\n"
+      "    self.d, self.pi, self.length = d, (1.0 / d,) * d, lj.geometric(0.1)\n"
+      "  def label_tokens(self, tokens, mask):\n"
+      "    zeros = jnp.sum((tokens == 0) & mask, -1)\n"
+      "    return jnp.where(2 * zeros > jnp.sum(mask, -1), 1.0, -1.0)\n"
+      "  def positive_rate(self):\n"
+      "    return 0.4\n"
+      "  def describe(self):\n"
+      "    return f'more_zeros(d={self.d})'\n\n"
+      "def more_zeros(d):\n"
+      "  return MoreZeros(d)\n")
   env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
   result = subprocess.run([sys.executable, "-m", "experiments.regimes", "--config",
                            "experiments/configs/regimes.py", f"--workdir={tmp_path / 'out'}",
-                           "--config.language=my_regime_languages:zero_twice"],
+                           "--config.language=my_regime_languages:more_zeros"],
                           cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
   assert result.returncode == 2, result.stderr[-2000:]
-  assert (result.stdout + result.stderr).strip() == (
-      "regimes.py: error: config.language: lj.regimes covers only languages whose label "
-      "depends only on which letters occur (occurrence, any_of, all_of); "
-      "zero_twice(d=8, states=3) is not one, so it has no regime law yet: map it with the "
-      "grid sweep instead: python -m experiments.sweep --config experiments/configs/sweep.py "
-      "--config.language=my_regime_languages:zero_twice, or train it with lj.train.")
-  assert not (tmp_path / "out" / "regimes.csv").exists()
+  message = (result.stdout + result.stderr).strip()
+  assert "\n" not in message, message
+  assert message.startswith("regimes.py: error: config.language: lang: more_zeros(d=8) has "
+                            "no exact route for the moments (H, g)"), message
+  assert "python -m experiments.sweep" in message
+  assert not (tmp_path / "out" / "languages.csv").exists()
