@@ -145,3 +145,17 @@ def test_the_regimes_binary_builds_its_language_through_from_spec(user_files, tm
   assert (result.stdout + result.stderr).strip() == (
       "regimes.py: error: config.language: language 'my_languages:not_a_language': the factory "
       "returned int, not an lj.Language (build one with lj.regular(...) or a registered family).")
+
+
+def test_a_file_names_its_language_and_a_module_attribute_must_be_a_function(user_files):
+  """Issue 34 mutation survivors of from_spec: the "name" of an automaton file names the
+  language (not the file's stem), and a module attribute that exists but is not a function is
+  called "not callable" (not "does not exist")."""
+  (user_files / "named.json").write_text(json.dumps({**ENDS_IN_ONE, "name": "last_is_one"}))
+  lang = lj.languages.from_spec(str(user_files / "named.json"))
+  assert lang.describe() == "last_is_one(d=2, states=2)"
+  (user_files / "constants.py").write_text("LETTERS = 3\n")
+  with pytest.raises(ValueError, match=r"^language 'constants:LETTERS': constants.LETTERS is "
+                                       r"not callable; 'module:function' names a function "
+                                       r"returning an lj.Language\.$"):
+    lj.languages.from_spec("constants:LETTERS")

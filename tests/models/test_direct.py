@@ -264,3 +264,20 @@ def test_check_params_names_missing_and_extra_keys(theta, message):
 def test_slr_params_name_missing_and_extra_keys(theta, message):
   with pytest.raises(ValueError, match=message):
     lj.models.slr.apply(theta, np.zeros((3, 2)))
+
+
+def test_check_params_reads_the_query_from_alpha_and_names_it():
+  """Issue 34 mutation survivors of check_params (`last = ndim(alpha) == 2` and the query in
+  the message): last-token params, whose α is (d, d) and α_cls (d,), are accepted, and a shape
+  mismatch names the query of the params given, CLS or last-token."""
+  from lagjax.models import direct_params
+  for positions in ("none", "first_last"):
+    direct_params.check_params(lj.init_params(3, cls=True, query="last", positions=positions), 3)
+  with pytest.raises(ValueError, match=r"^params\['alpha'\] must have shape \(4,\) under the "
+                                       r"CLS query \(alpha of shape \(4,\)\) with d = 4; "
+                                       r"got \(3,\)\.$"):
+    direct_params.check_params(lj.init_params(3), 4)
+  with pytest.raises(ValueError, match=r"^params\['alpha'\] must have shape \(4, 4\) under the "
+                                       r"last-token query \(alpha of shape \(4, 4\)\) with G = 4; "
+                                       r"got \(3, 3\)\.$"):
+    direct_params.check_params(lj.init_params(3, query="last"), 4, field="G")

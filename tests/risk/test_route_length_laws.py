@@ -128,3 +128,54 @@ def test_register_refuses_an_unknown_length_law_need():
   with pytest.raises(ValueError, match="no_such_capability"):
     lj.risk.register(Needy())
   assert "needy" not in lj.risk.ROUTES
+
+
+class ForwardedPgf:
+  """Geometric(1/4) whose methods are forwarded by __getattr__ (a wrapper) and whose mean,
+  once `traced`, cannot be evaluated (as a law traced inside a compiled build, whose
+  properties read tracers)."""
+
+  def __init__(self):
+    self.traced = False
+
+  @property
+  def mean(self):
+    if self.traced:
+      raise RuntimeError("the mean of a traced law cannot be evaluated here")
+    return 1.0 / STOP
+
+  def __getattr__(self, name):
+    return getattr(lj.geometric(STOP), name)
+
+  def __repr__(self):
+    return "ForwardedPgf()"
+
+
+def test_the_needs_are_looked_up_without_evaluating_and_through_getattr():
+  """Issue 34 mutation survivor of base._has_member (`hasattr(obj, name)` -> `hasattr(None,
+  name)`): a member that only __getattr__ provides counts as present, so the check never falls
+  back to evaluating the law's members (here a mean that raises)."""
+  lang = lj.occurrence(4, length=ForwardedPgf())
+  lang.length.traced = True
+  for name in ("laplace", "lattice"):
+    assert lj.risk.ROUTES[name].length_law_reason(lang) is None
+  lj.risk.ROUTES["laplace"].check_length_law(lang)
+  with pytest.raises(RuntimeError):
+    hasattr(lang.length, "mean")  # why the lookup must not evaluate: the property raises
+
+
+def test_an_unregistered_route_with_an_unknown_need_gets_a_reason_not_a_crash():
+  """Issue 34 mutation survivor of RouteSpec.length_law_reason (the default `("",)` of
+  `CAPABILITIES.get`): a route built but not registered, whose length_needs names no
+  capability, is answered with the one line of lengths.check_law naming the capability (so
+  `supports` says why), not a TypeError from iterating None."""
+  class Needy(base.RouteSpec):
+    name = "needy"
+    length_needs = ("required", "no_such_capability")
+
+    def build(self, lang, partition=None, **options):
+      raise NotImplementedError
+
+  reason = Needy().length_law_reason(lj.occurrence(4, length=lj.geometric(STOP)))
+  assert reason.startswith("unknown length-law capability 'no_such_capability'; known "), reason
+  assert "\n" not in reason
