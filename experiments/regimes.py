@@ -405,6 +405,7 @@ def kqv_table(config, workdir) -> tuple[list[dict], list[dict], str]:
 
 DELTA_GRID = np.logspace(-3, 6, 91)   # |Δ| points (10 a decade) where R*(Δ) is tabulated
 FLAT_C = 1e-12                        # |c| <= FLAT_C·b: c is roundoff (no wall, no η1 gain)
+STILL = 1e-12                         # centred |a1|, |a2| below this: roundoff of O(1) moments
 
 
 def reachable_deltas(b: float, c: float) -> np.ndarray:
@@ -426,6 +427,17 @@ def language_row(config, spec: str, lang) -> tuple[dict, tuple | None]:
          "eta1_max": regime.eta1_max, "eta1_stable": regime.eta1_stable,
          "output_floor": regime.risk_floor}
   eta1 = np.asarray([config.table_eta1])
+  a1, a2 = (np.asarray(a) - np.mean(a) for a in regime.coefficients)  # α modulo constants
+  row.update(a1_norm=float(np.linalg.norm(a1)), a2_norm=float(np.linalg.norm(a2)))
+  if max(row["a1_norm"], row["a2_norm"]) <= STILL:
+    # α = η1η2(a1 + η1 a2) = 0 for every (η1, η2): the plan ends at the output-only floor
+    # (b, c and the wall b/|c| of the regime are then ratios of roundoff, not shown).
+    floor = float(np.asarray(regime.risk_of(eta1, np.zeros(1)))[0])
+    row.update(b=math.nan, c=math.nan, eta1_max=math.nan, output_floor=floor,
+               learns_at_eps=bool(floor <= config.eps), seconds=time.time() - started,
+               note=f"a1 = a2 = 0 to roundoff (norms <= {STILL:g}): the first two steps leave "
+                    "α = 0, so every (η1, η2) ends at the output-only floor R*(0)")
+    return row, None
   if regime.coordinates != 1:
     # No Δ law: α moves in two coordinates; success read off the η2 scan at one η1.
     intervals = regime.eta2_intervals(eta1)[0]
@@ -469,7 +481,9 @@ def language_row(config, spec: str, lang) -> tuple[dict, tuple | None]:
 LANGUAGES_NOTE = """\
 The three-phase plan from θ0 = 0 on the plain model (CLS query, no position tables), exact
 at T = ∞ (phase 3 to the minimiser at the learned α; docs/theory.md §8.8). route: the exact
-moments route; coordinates: 1 when α moves along one Δ = η1η2(b + cη1). eta1_max: the wall
+moments route; coordinates: 1 when α moves along one Δ = η1η2(b + cη1); a1_norm, a2_norm:
+the norms of a1, a2 modulo constants (α = η1η2(a1 + η1 a2); both 0 to roundoff: the first
+two steps never move attention, whatever η1, η2, and the row ends there). eta1_max: the wall
 b/|c| (inf: none); eta1_stable: 2/λ_max of the output phase at α = 0. output_floor: R*(0),
 the output-only floor; best_risk: the smallest R*(Δ) over the reachable Δ grid (|Δ| in
 [1e-3, 1e6], 10 points a decade), at best_delta. learns_at_eps: whether some (η1, η2) reaches
@@ -503,7 +517,8 @@ def languages_table(config, pairs, workdir) -> list[dict]:
          ylabel="R*(Δ) / R*(0) (phase 3 at T = ∞, over the output-only floor)",
          title="three-phase outcome along Δ; ● Δ_ε at each language's eps_mid")
   common.save_figure(fig, os.path.join(workdir, "languages.png"), legend=ax)
-  columns = ("language", "describe", "route", "coordinates", "b", "c", "eta1_max",
+  columns = ("language", "describe", "route", "coordinates", "a1_norm", "a2_norm", "b", "c",
+             "eta1_max",
              "eta1_stable", "output_floor", "best_risk", "best_delta", "learns_at_eps",
              "eps_mid", "delta_eps_mid", "min_eta1_eta2", "single_crossing", "note", "seconds")
   rows = [{name: row.get(name, math.nan) for name in columns} for row in rows]
