@@ -450,6 +450,8 @@ def language_row(config, spec: str, lang) -> tuple[dict, tuple | None]:
   row.update(best_risk=float(curve[best]), best_delta=float(deltas[best]),
              learns_at_eps=bool(math.isfinite(regime.delta_eps)
                                 and np.any(np.sign(deltas) == np.sign(regime.delta_eps))))
+  if row["learns_at_eps"] and regime.monotone and regime.c <= FLAT_C * abs(regime.b):
+    row["min_eta1_eta2_at_eps"] = regime.min_product   # Δ_ε/b, approached as η1 → 0
   notes = []
   if not row["best_risk"] < regime.risk_floor * (1 - 1e-9):
     notes.append("attention never lowers R* below the output-only floor on the Δ grid")
@@ -487,10 +489,12 @@ two steps never move attention, whatever η1, η2, and the row ends there). eta1
 b/|c| (inf: none); eta1_stable: 2/λ_max of the output phase at α = 0. output_floor: R*(0),
 the output-only floor; best_risk: the smallest R*(Δ) over the reachable Δ grid (|Δ| in
 [1e-3, 1e6], 10 points a decade), at best_delta. learns_at_eps: whether some (η1, η2) reaches
-R* <= ε at the fixed ε. eps_mid: each language's own threshold, halfway between output_floor
-and best_risk (attention gains half of what this plan can give it); delta_eps_mid: the
-smallest Δ reaching it; min_eta1_eta2: the infimum of η1η2 that reaches it (Δ_ε/b);
-single_crossing: whether the success set along Δ is {Δ >= Δ_ε} (checked on 257 points).
+R* <= ε at the fixed ε (min_eta1_eta2_at_eps: the infimum of η1η2 that does, Δ_ε/b, where
+the success set is {Δ >= Δ_ε} and c <= 0). eps_mid: each language's own threshold,
+halfway between output_floor and best_risk (attention gains half of what this plan can
+give it); delta_eps_mid: the smallest Δ reaching it; min_eta1_eta2: the infimum of η1η2
+that reaches it (Δ_ε/b); single_crossing: whether the success set along Δ is {Δ >= Δ_ε}
+(checked on 257 points).
 """
 
 
@@ -518,9 +522,9 @@ def languages_table(config, pairs, workdir) -> list[dict]:
          title="three-phase outcome along Δ; ● Δ_ε at each language's eps_mid")
   common.save_figure(fig, os.path.join(workdir, "languages.png"), legend=ax)
   columns = ("language", "describe", "route", "coordinates", "a1_norm", "a2_norm", "b", "c",
-             "eta1_max",
-             "eta1_stable", "output_floor", "best_risk", "best_delta", "learns_at_eps",
-             "eps_mid", "delta_eps_mid", "min_eta1_eta2", "single_crossing", "note", "seconds")
+             "eta1_max", "eta1_stable", "output_floor", "best_risk", "best_delta",
+             "learns_at_eps", "min_eta1_eta2_at_eps", "eps_mid", "delta_eps_mid",
+             "min_eta1_eta2", "single_crossing", "note", "seconds")
   rows = [{name: row.get(name, math.nan) for name in columns} for row in rows]
   common.write_csv(rows, os.path.join(workdir, "languages.csv"))
   command = ("python -m experiments.regimes --config experiments/configs/regimes_languages.py "
