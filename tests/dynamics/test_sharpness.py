@@ -9,18 +9,21 @@ import lagjax as lj
 from lagjax.dynamics import sharpness
 
 
-def _even_pairs_risk():
-  pairs = lj.data.regular_builtins.even_pairs()
-  theta = lj.init_params(pairs.d, cls=True, positions="first_last")
+def _occurrence_risk():
+  """The Laplace route on occurrence(4), every token its own group, with the CLS token: 10
+  parameters at a random θ (a cheap exact route; the transfer route's Hessian compiles for
+  a minute)."""
+  lang = lj.occurrence(4)
+  theta = lj.init_params(lang.d, cls=True)
   theta = jax.tree.map(
       lambda x: x + 0.3 * jax.random.normal(jax.random.key(x.size), x.shape), theta)
-  return lj.risk_fn(pairs).risk, theta
+  return lj.risk_fn(lang, cls=True).risk, theta
 
 
 def test_dense_top_eigenvalues_match_numpy_on_an_exact_route():
-  """λ_max and λ_2 of ∇²R on even pairs (CLS, position tables) against numpy's eigvalsh of
+  """λ_max and λ_2 of ∇²R on occurrence(4) with the CLS token against numpy's eigvalsh of
   jax.hessian, to 1e-10 (Jacobi leaves off-diagonals at roundoff, ~1e-15 · ‖H‖)."""
-  risk, theta = _even_pairs_risk()
+  risk, theta = _occurrence_risk()
   flat, unravel = jax.flatten_util.ravel_pytree(theta)
   expected = np.linalg.eigvalsh(np.asarray(jax.hessian(lambda x: risk(unravel(x)))(flat)))
   got = sharpness.top_eigenvalues(risk, theta, k=2)
