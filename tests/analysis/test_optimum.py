@@ -53,6 +53,7 @@ def test_the_certificate_of_the_output_only_optimum(output_only):
   assert "minimum" in repr(found) and "3/3" in repr(found)
 
 
+@pytest.mark.slow  # ~30 s of compilation: kept out of the quick loop
 def test_occurrence_reports_its_infimum_at_infinity():
   lang = lj.occurrence(3)
   found = lj.optimum(lang, num_starts=2, iterations=40)

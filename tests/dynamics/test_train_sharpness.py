@@ -68,6 +68,7 @@ def test_untied_sharpness_equals_the_dense_hessian(untied_run):
     np.testing.assert_allclose(records[r], expected, rtol=0, atol=TOL)
 
 
+@pytest.mark.slow  # ~30 s of compilation: kept out of the quick loop
 def test_tied_sharpness_is_the_per_token_hessian_on_the_trained_groups():
   """Three-phase on occurrence(4), groups {0}, {1, 2, 3}: records at the output, attention
   and output phases take the β, α and β blocks of the per-token Hessian in the tied
