@@ -431,9 +431,10 @@ def language_row(config, spec: str, lang) -> tuple[dict, tuple | None]:
   row.update(a1_norm=float(np.linalg.norm(a1)), a2_norm=float(np.linalg.norm(a2)))
   if max(row["a1_norm"], row["a2_norm"]) <= STILL:
     # α = η1η2(a1 + η1 a2) = 0 for every (η1, η2): the plan ends at the output-only floor
-    # (b, c and the wall b/|c| of the regime are then ratios of roundoff, not shown).
+    # (b, c, the wall b/|c| and the regime's count of coordinates are then made of roundoff,
+    # which differs between XLA builds: not shown; coordinates 0, α does not move).
     floor = float(np.asarray(regime.risk_of(eta1, np.zeros(1)))[0])
-    row.update(b=math.nan, c=math.nan, eta1_max=math.nan, output_floor=floor,
+    row.update(coordinates=0, b=math.nan, c=math.nan, eta1_max=math.nan, output_floor=floor,
                learns_at_eps=bool(floor <= config.eps), seconds=time.time() - started,
                note=f"a1 = a2 = 0 to roundoff (norms <= {STILL:g}): the first two steps leave "
                     "α = 0, so every (η1, η2) ends at the output-only floor R*(0)")
@@ -483,7 +484,8 @@ def language_row(config, spec: str, lang) -> tuple[dict, tuple | None]:
 LANGUAGES_NOTE = """\
 The three-phase plan from θ0 = 0 on the plain model (CLS query, no position tables), exact
 at T = ∞ (phase 3 to the minimiser at the learned α; docs/theory.md §8.8). route: the exact
-moments route; coordinates: 1 when α moves along one Δ = η1η2(b + cη1); a1_norm, a2_norm:
+moments route; coordinates: 1 when α moves along one Δ = η1η2(b + cη1), 0 when it does not
+move; a1_norm, a2_norm:
 the norms of a1, a2 modulo constants (α = η1η2(a1 + η1 a2); both 0 to roundoff: the first
 two steps never move attention, whatever η1, η2, and the row ends there). eta1_max: the wall
 b/|c| (inf: none); eta1_stable: 2/λ_max of the output phase at α = 0. output_floor: R*(0),

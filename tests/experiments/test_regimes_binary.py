@@ -103,3 +103,20 @@ def test_a_factory_language_without_an_exact_route_is_one_line_before_compute(tm
                             "no exact route for the moments (H, g)"), message
   assert "python -m experiments.sweep" in message
   assert not (tmp_path / "out" / "languages.csv").exists()
+
+
+def test_a_language_whose_first_steps_leave_attention_still_is_told_so(tmp_path):
+  """Even pairs: a1 = a2 = 0 modulo constants (to roundoff), so α = η1η2(a1 + η1 a2) = 0 for
+  every (η1, η2). The row says so at the output-only floor, instead of a wall b/|c| and a Δ_ε
+  made of ratios of roundoff (b ≈ 3e-18 here)."""
+  result = run("--config.languages=('even_pairs',)", workdir=tmp_path)
+  assert result.returncode == 0, result.stderr[-2000:]
+  with open(tmp_path / "languages.csv") as f:
+    (row,) = list(csv.DictReader(f))
+  assert row["note"].startswith("a1 = a2 = 0 to roundoff"), row["note"]
+  assert row["coordinates"] == "0"
+  assert max(float(row["a1_norm"]), float(row["a2_norm"])) <= 1e-12
+  assert all(row[k] == "nan" for k in ("b", "c", "eta1_max", "eps_mid", "min_eta1_eta2"))
+  assert row["learns_at_eps"] == "False"
+  # R*(0) at α = 0: f = β·(c/n), and even pairs' label is not a function of the letter mix.
+  assert 0.45 < float(row["output_floor"]) < 0.5
