@@ -67,6 +67,7 @@ MAX_ITER = 200
 DELTA_MAX = 1e6         # Δ_ε is searched in [-DELTA_MAX, DELTA_MAX]
 ETA2_RANGE = (1e-3, 1e15)
 ETA2_SCAN = 96          # log-η2 points per η1 checked for a single crossing before bisection
+ATTENTION_STILL = 1e-12  # |a1|, |a2| below this (roundoff ~1e-17): the steps never move α
 BISECTION_CHUNK = 64    # η1 values per compiled bisection call
 ROUTE_CHUNK = 8         # the same on a route's moments (a transfer evaluation costs ~1e3 times
                         # a traced Laplace one, so padding a few η1 to 64 would dominate)
@@ -101,7 +102,8 @@ class Regime(NamedTuple):
   eta3_limit are NaN, monotone is False and risk_of_delta is None.
 
   Attributes:
-    coordinates: number of invariant coordinates of α (1: the Δ law holds).
+    coordinates: number of invariant coordinates of α (1: the Δ law holds; 0: the first two
+      steps never move attention, and every plan ends at the output-only floor).
     b, c: Δ = η1 η2 (b + c η1) (NaN when coordinates = 2).
     coefficients: (a1, a2), α = η2 (η1 a1 + η1² a2) per group (CLS last).
     delta_eps: smallest Δ with R*(Δ) ≤ ε (root to relative 1e-10; NaN if coordinates = 2;
@@ -708,6 +710,24 @@ def three_phase_regime(lang: languages.Language, eps: float, *, eta3: float = 1.
   bisection_note = (f"η2_min(η1) by bisection of the exact outcome along log η2 on "
                     f"[{low:g}, {high:g}], checked to be a single crossing on {ETA2_SCAN} "
                     f"points (NaN where it is not: eta2_intervals gives the intervals).")
+  if max(norms) <= ATTENTION_STILL:
+    # The first two steps never move attention (a1 = a2 = 0 up to roundoff): every plan
+    # ends at the output-only floor R*(0), and b, c, Δ_ε would be built from roundoff.
+    nan = math.nan
+    floor = analysis["risk_floor"]
+    learned = floor <= eps
+    return Regime(
+        coordinates=0, b=nan, c=nan, delta_eps=nan, eta1_max=nan, min_product=nan,
+        risk_floor=floor, floor_beta=floor_beta, eta3_limit=analysis["eta3_limit"],
+        monotone=False,
+        note=(f"the first two steps never move attention (|a1|, |a2| <= {ATTENTION_STILL:g}): "
+              f"every (η1, η2) ends at the output-only floor R*(0) = {floor:.6g}, "
+              + ("below" if learned else "above") + f" ε = {eps:g}."),
+        delta_of=lambda eta1, eta2: jnp.zeros_like(jnp.asarray(eta1 * eta2, jnp.float64)),
+        risk_of_delta=None,
+        eta2_min=_positive_eta1(lambda eta1: jnp.full(jnp.shape(eta1),
+                                                      0.0 if learned else math.inf)),
+        **common)
   if not one_coordinate or b == 0.0:
     nan = math.nan
     return Regime(

@@ -202,3 +202,16 @@ def test_random_automaton_boundary_points_have_risk_eps(random3):
         assert risk(end * (1 + inside * 1e-3)) < RANDOM_EPS < risk(end * (1 - inside * 1e-3))
         checked += 1
   assert checked >= 1, regime.note
+
+
+@pytest.mark.slow
+def test_a_language_whose_first_steps_never_move_attention_gets_no_law_from_roundoff():
+  """On even pairs (plain model) a1 = a2 = 0 up to roundoff: the regime says attention never
+  moves and every (η1, η2) ends at the output-only floor, instead of b, c, a wall and Δ_ε
+  built from ~1e-17 noise (which flipped between one and two coordinates across XLA builds)."""
+  regime = lj.regimes.three_phase_regime(lj.data.regular_builtins.even_pairs(), 1e-3)
+  assert regime.coordinates == 0
+  assert math.isnan(regime.b) and math.isnan(regime.eta1_max) and math.isnan(regime.delta_eps)
+  assert "never move attention" in regime.note
+  assert regime.risk_floor > 1e-3
+  assert np.all(np.isinf(np.asarray(regime.eta2_min(np.array([0.5, 2.0])))))
