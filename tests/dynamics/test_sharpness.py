@@ -20,6 +20,7 @@ def _occurrence_risk():
   return lj.risk_fn(lang, cls=True).risk, theta
 
 
+@pytest.mark.slow  # compiles an exact route's Hessian (or 10⁵ per-string gradients)
 def test_dense_top_eigenvalues_match_numpy_on_an_exact_route():
   """λ_max and λ_2 of ∇²R on occurrence(4) with the CLS token against numpy's eigvalsh of
   jax.hessian, to 1e-10 (Jacobi leaves off-diagonals at roundoff, ~1e-15 · ‖H‖)."""

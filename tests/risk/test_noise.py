@@ -33,6 +33,7 @@ def _sampled_moments(lang, params, partition):
           products.mean(0), products.std(0, ddof=1) / np.sqrt(NUM_SAMPLES))
 
 
+@pytest.mark.slow  # compiles an exact route's Hessian (or 10⁵ per-string gradients)
 @pytest.mark.parametrize("lang", [lj.occurrence(3), lj.all_of(4, (0, 1))],
                          ids=["occurrence", "and"])
 def test_exact_covariance_within_four_standard_errors_of_10e5_strings(lang):
