@@ -51,6 +51,7 @@ def test_plan_names_are_the_registry_and_a_plan_without_a_grid_is_named(monkeypa
     atlas.run([regular_builtins.parity()], atlas.LAYOUTS["cls"], atlas.Settings(steps=4))
 
 
+@pytest.mark.slow  # compile-heavy: in the full suite, out of the quick loop
 def test_lag_columns_are_attention_over_output_and_the_first_step_at_epsilon():
   """Tomita 1 (1*) from θ0 = 0 under joint GD: β moves at the first step and α only once β
   is nonzero (docs/theory.md §6b), so attention's half-time is the later one and the ratio

@@ -229,6 +229,7 @@ def test_table1_direct_model_follows_the_theory():
   assert np.all(np.abs(np.asarray(joint.alpha[:, -1])).max(-1) > 0.0)
 
 
+@pytest.mark.slow  # compile-heavy: in the full suite, out of the quick loop
 @pytest.mark.parametrize("name, model", [("occurrence", "transformer"), ("or", "direct"),
                                          ("slr", "slr")])
 def test_table1_one_compilation_equals_per_plan_runs(name, model):

@@ -110,6 +110,7 @@ def squared_error_sums(t, key, batch_size, ks, vs, lams):
   return errors.sum(1), (errors**2).sum(1)
 
 
+@pytest.mark.slow  # compile-heavy: in the full suite, out of the quick loop
 @pytest.mark.parametrize("name", sorted(TASK_OPTIONS))
 def test_risk_matches_monte_carlo(name):
   t = task(name)

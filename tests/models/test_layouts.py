@@ -166,6 +166,7 @@ ENUMERATED = ["even_pairs", "tomita3", "tomita7", "dyck2", "cycle3", "contains",
               "parity", "random0", "random1"]
 
 
+@pytest.mark.slow  # compile-heavy: in the full suite, out of the quick loop
 @pytest.mark.parametrize("name", ENUMERATED)
 def test_last_query_and_positions_equal_enumeration(name):
   """Last query + position tables (CLS on for every other language), random θ: risk and
@@ -374,6 +375,7 @@ def test_error_dp_equals_enumeration_on_every_layout(name, lengths, layouts):
         assert abs(float(value) - expected) <= 1e-13, (layout, n, float(value), expected)
 
 
+@pytest.mark.slow  # compile-heavy: in the full suite, out of the quick loop
 def test_tied_training_equals_training_every_token():
   """The occurrence automaton at d = 4 ties tokens {1, 2, 3}; a three-phase plan from zero
   with position tables + CLS gives the same records tied (each table's gradient divided by

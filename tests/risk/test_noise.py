@@ -47,6 +47,7 @@ def test_exact_covariance_within_four_standard_errors_of_10e5_strings(lang):
   assert np.all(np.abs(np.asarray(noise.covariance) - covariance) <= 4 * covariance_se + 1e-12)
 
 
+@pytest.mark.slow  # compile-heavy: in the full suite, out of the quick loop
 def test_the_mean_is_the_exact_population_gradient():
   lang = lj.occurrence(4)
   partition = lj.partition.of_language(lang)

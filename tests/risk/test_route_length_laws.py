@@ -75,6 +75,7 @@ def test_laplace_refuses_a_law_without_pgf_naming_the_method_and_the_route():
     _assert_one_line_naming(str(caught.value), "pgf_d1", "laplace")
 
 
+@pytest.mark.slow  # compile-heavy: in the full suite, out of the quick loop
 def test_auto_passes_over_laplace_says_why_and_takes_lattice():
   """Without pgf, "auto" takes the lattice route (log_pmf and tail), with the value the
   lattice route gives on the built-in Geometric(1/4) (both certified to 1e-12)."""
