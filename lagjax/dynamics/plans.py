@@ -225,6 +225,16 @@ def phase_index(step, slot_steps):
   return jnp.minimum(jnp.searchsorted(ends, step, side="right"), ends.shape[0] - 1)
 
 
+def _check_phases(phases, kind: type, what: str) -> None:
+  """One line for an empty plan or a phase of the wrong kind (a Plan's or a FlowPlan's)."""
+  if not phases:
+    raise ValueError(f"a {what} needs at least one phase; got phases = ().")
+  for phase in phases:
+    if not isinstance(phase, kind):
+      raise ValueError(f"{what} phases must be lj.plans.{kind.__name__} objects; "
+                       f"got {phase!r}.")
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
   """A named sequence of phases (§5).
@@ -246,11 +256,7 @@ class Plan:
   name: str = "custom"
 
   def __post_init__(self):
-    if not self.phases:
-      raise ValueError("a plan needs at least one phase; got phases = ().")
-    for phase in self.phases:
-      if not isinstance(phase, Phase):
-        raise ValueError(f"plan phases must be lj.plans.Phase objects; got {phase!r}.")
+    _check_phases(self.phases, Phase, "plan")
 
   @property
   def total_steps(self) -> int:
@@ -794,11 +800,7 @@ class FlowPlan:
   name: str = "custom"
 
   def __post_init__(self):
-    if not self.phases:
-      raise ValueError("a flow plan needs at least one phase; got phases = ().")
-    for phase in self.phases:
-      if not isinstance(phase, FlowPhase):
-        raise ValueError(f"flow plan phases must be lj.plans.FlowPhase objects; got {phase!r}.")
+    _check_phases(self.phases, FlowPhase, "flow plan")
 
   @property
   def total_duration(self) -> float:
