@@ -4,7 +4,7 @@ A language over Σ = {0, …, d-1} is a label y(w) = ±1 on strings w, with a to
 and a length law L. This module gathers in one namespace
 
 - the protocol every language declares and its capabilities (lagjax/data/protocol.py:
-  `Language`, `PresenceLabels`, `AutomatonLabels`, `missing`, `check_language`, …);
+  `Language`, `PresenceLabels`, `AutomatonLabels`, `CountLabels`, `missing`, `check_language`, …);
 - the registry of families (lagjax/data/registry.py: `LANGUAGES`, `register`, `make`,
   `from_spec`);
 - the constructor of any regular language, `regular(transitions, accepting, ...)`.
@@ -18,6 +18,7 @@ protocol.Language, calls registry.register, and is imported here.
 from lagjax.data import occurrence, regular_builtins  # noqa: F401 (they register themselves)
 from lagjax.data.protocol import (
     AutomatonLabels,
+    CountLabels,
     Language,
     PresenceLabels,
     check_language,
@@ -27,5 +28,5 @@ from lagjax.data.protocol import (
 from lagjax.data.registry import LANGUAGES, from_spec, make, register
 from lagjax.data.regular import regular
 
-__all__ = ["LANGUAGES", "AutomatonLabels", "Language", "PresenceLabels", "check_language",
-           "from_spec", "make", "missing", "presence_rate", "regular", "register"]
+__all__ = ["LANGUAGES", "AutomatonLabels", "CountLabels", "Language", "PresenceLabels",
+           "check_language", "from_spec", "make", "missing", "presence_rate", "regular", "register"]

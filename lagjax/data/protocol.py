@@ -142,6 +142,41 @@ class AutomatonLabels(abc.ABC):
     after reading x in state q; every state is reachable from start."""
 
 
+class CountLabels(abc.ABC):
+  """Capability: P(y = +1 | counts, first token, last token) is known (docs/theory.md §1d, §3g).
+
+  Given its length n, its count vector c and its first and last tokens, a string drawn with
+  iid tokens is a uniformly random arrangement of c with those two ends. A language declares
+  the probability that such a string is positive, q(c, a, b) ∈ [0, 1]; the count route
+  (lagjax/risk/count.py) sums over (n, c, a, b) with it. The counts are taken over the
+  blocks of `count_blocks()` (default: one block per token), and a, b are block indices.
+  Counting languages (majority, Dyck-1, aⁿbⁿ) and many regular ones (occurrence, parity,
+  even pairs) declare it.
+
+  Example:
+    A language with d = 2 declaring "more 1s than 0s", ignoring the ends:
+
+    >>> class More1s(lj.languages.CountLabels):
+    ...   def label_probability(self, counts, first, last):
+    ...     return (counts[:, 1] > counts[:, 0]).astype(float)
+    >>> More1s().count_blocks(2)
+    ((0,), (1,))
+    >>> More1s().label_probability(np.array([[1, 2], [2, 2]]), None, None).tolist()
+    [1.0, 0.0]
+  """
+
+  def count_blocks(self, d: int) -> tuple[tuple[int, ...], ...]:
+    """The token blocks whose counts decide the label, a partition of {0, …, d-1} (one block
+    per token by default); any partition of the parameters that refines it may be used."""
+    return tuple((token,) for token in range(d))
+
+  @abc.abstractmethod
+  def label_probability(self, counts, first, last) -> np.ndarray:
+    """q(c, a, b) = P(y = +1 | c, w_1 ∈ block a, w_n ∈ block b) (K,) in [0, 1], for count
+    vectors c (K, B) over `count_blocks()` with n = Σc ≥ 1 and block indices a, b (K,) of the
+    first and last tokens (a = b when n = 1); numpy in, numpy out."""
+
+
 def presence_rate(lang: PresenceLabels) -> float:
   """P(y = +1) = (1 + E y) / 2 with E y = Σ_k coef_k G(π_{S_k}) (docs/theory.md §1).
 
