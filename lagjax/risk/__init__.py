@@ -4,7 +4,8 @@ A route is one class (`RouteSpec`, risk/base.py) that declares the language capa
 losses and layouts it supports and the quantities it gives, and builds with one signature;
 the one registry `ROUTES` (risk/registry.py) holds them. The built-in routes, one module
 each: Laplace (§3a, laplace.py), lattice (§3b, lattice.py), sampled (§3c, sampled.py),
-transfer (§3d, transfer.py), and the 0-1 error routes threshold (§3b, threshold.py) and
+transfer (§3d, transfer.py), count (§3g, count.py: any layout, languages with CountLabels),
+and the 0-1 error routes threshold (§3b, threshold.py) and
 automaton (§3d, automaton_error.py). Their shared pieces: the quadrature in x = log t
 (quadrature.py), the automaton's arrays (automaton.py) and the layout's entry table
 (entries.py). coverage.py holds the coverage rule of the quadrature and the one way a
@@ -21,6 +22,7 @@ from lagjax.risk import (
     automaton,
     automaton_error,
     base,
+    count,
     coverage,
     entries,
     erf_gaussian,
@@ -55,8 +57,8 @@ from lagjax.risk.registry import (
 )
 
 __all__ = ["GradientNoise", "LOSSES", "QUANTITIES", "ROUTES", "RiskResult", "Route", "RouteSpec",
-           "automaton", "automaton_error", "base", "coverage", "entries", "erf_gaussian", "error",
-           "error_rate", "evaluate", "exact_error", "first_supporting", "gradient_noise",
+           "automaton", "automaton_error", "base", "count", "coverage", "entries", "erf_gaussian",
+           "error", "error_rate", "evaluate", "exact_error", "first_supporting", "gradient_noise",
            "laplace", "lattice", "moments", "names", "noise", "population_risk", "quadrature",
            "register", "registry", "resolve_route", "risk_fn", "sampled", "sampled_risk",
            "threshold", "transfer"]

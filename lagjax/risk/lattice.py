@@ -102,6 +102,42 @@ def log_weights(counts: np.ndarray, group_masses: np.ndarray,
   return np.asarray(law.log_pmf(n)) + multinomial + counts @ np.log(group_masses)
 
 
+def kept_count_vectors(num_groups: int, n_max: int, group_masses: np.ndarray,
+                       law: lengths_lib.LengthLaw, budget: float):
+  """The count vectors with 1 ≤ Σc ≤ n_max and their weights, less the lightest ones, dropped
+  while their total weight stays ≤ budget (docs/theory.md §3b; the count route's too, §3g).
+
+  Most count vectors lie far in the multinomial tails; dropping the lightest keeps the
+  bound certified, since their mass joins the tail.
+
+  Args:
+    num_groups: G, the number of token groups.
+    n_max: N, the longest length enumerated.
+    group_masses: π_g (G,).
+    law: the length law, P(n).
+    budget: the total weight that may be dropped, ≥ 0.
+
+  Returns:
+    (counts (K, G) int64, weights (K,), dropped mass), the kept vectors in count_vectors'
+    order.
+
+  Example:
+    Length 2 over groups of mass ¼ and ¾: the vectors of length 1 weigh nothing, and with
+    a budget of 0.07 the lightest vector of length 2, (2, 0) of weight 1/16, goes too:
+
+    >>> counts, weights, dropped = lj.risk.lattice.kept_count_vectors(
+    ...     2, 2, np.array([0.25, 0.75]), lj.fixed(2), 0.07)
+    >>> counts.tolist(), np.round(weights, 6).tolist(), round(dropped, 6)
+    ([[0, 2], [1, 1]], [0.5625, 0.375], 0.0625)
+  """
+  counts = count_vectors(num_groups, n_max)
+  weights = np.exp(log_weights(counts, group_masses, law))
+  order = np.argsort(weights)
+  dropped = np.cumsum(weights[order]) <= budget
+  keep = np.sort(order[~dropped])
+  return counts[keep], weights[keep], float(weights[order[dropped]].sum())
+
+
 class Enumeration(NamedTuple):
   """The kept count vectors of the lattice route and their weights (docs/theory.md §3b).
 
@@ -151,19 +187,12 @@ def enumeration(lang: languages.Language, partition: partition_lib.Partition,
   if any(len(set(base_partition.index[list(b)])) > 1 for b in partition.blocks):
     raise ValueError("partition must refine the language's partition (lj.partition.of_language).")
   n_max = lengths_lib.truncation_length(lang.length, tol / 2)
-  counts_np = count_vectors(partition.num_groups, n_max)
-  weights_np = np.exp(log_weights(counts_np, partition.masses(lang.pi), lang.length))
-  # Most count vectors are far in the multinomial tails; dropping the lightest ones
-  # whose total mass is <= tol/2 keeps the bound certified (their mass joins the tail).
-  order = np.argsort(weights_np)
-  dropped = np.cumsum(weights_np[order]) <= tol / 2
-  keep = np.sort(order[~dropped])
-  dropped_mass = float(weights_np[order[dropped]].sum())
-  counts_np = counts_np[keep]
+  counts_np, weights_np, dropped_mass = kept_count_vectors(
+      partition.num_groups, n_max, partition.masses(lang.pi), lang.length, tol / 2)
   # Labels depend on presence only: put each group's presence on its first token.
   presence = np.zeros((counts_np.shape[0], lang.d), dtype=np.int8)
   presence[:, [b[0] for b in partition.blocks]] = counts_np > 0
-  return Enumeration(jnp.asarray(counts_np, dtype=jnp.float64), jnp.asarray(weights_np[keep]),
+  return Enumeration(jnp.asarray(counts_np, dtype=jnp.float64), jnp.asarray(weights_np),
                      jnp.asarray(lang.label_counts(presence)),
                      lang.length.tail(n_max) + dropped_mass)
 
@@ -268,4 +297,4 @@ class LatticeRoute(base.RouteSpec):
 
 
 __all__ = ["MAX_VECTORS", "Enumeration", "LatticeRoute", "count_vectors", "enumeration",
-           "log_weights", "num_count_vectors"]
+           "kept_count_vectors", "log_weights", "num_count_vectors"]

@@ -15,7 +15,7 @@ from lagjax import validation
 from lagjax.data import languages, lengths
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
-from lagjax.risk import automaton_error, base, lattice, sampled, threshold, transfer
+from lagjax.risk import automaton_error, base, count, lattice, sampled, threshold, transfer
 from lagjax.risk.base import Route, RouteSpec, get_loss
 from lagjax.risk.laplace import LaplaceRoute
 
@@ -74,9 +74,9 @@ def names(quantity: str = "risk", *, exact: bool | None = None) -> tuple[str, ..
 
   Example:
     >>> lj.risk.names("risk")
-    ('laplace', 'lattice', 'transfer', 'sampled')
+    ('laplace', 'lattice', 'transfer', 'count', 'sampled')
     >>> lj.risk.names("error", exact=True), lj.risk.names("moments")
-    (('threshold', 'lattice', 'automaton'), ('laplace', 'transfer'))
+    (('threshold', 'lattice', 'automaton', 'count'), ('laplace', 'transfer', 'count'))
   """
   validation.check_choice("quantity", quantity, base.QUANTITIES)
   return tuple(name for name, route in ROUTES.items()
@@ -223,11 +223,12 @@ def _check_options(name: str, options) -> None:
 
 
 # The built-in routes, in the order "auto" tries them for each quantity: the risk (laplace,
-# lattice, transfer), the 0-1 error (threshold, lattice, automaton), the moments (laplace,
-# transfer); the sampled route is the estimate behind them all.
+# lattice, transfer, count), the 0-1 error (threshold, lattice, automaton, count), the
+# moments (laplace, transfer, count); the sampled route is the estimate behind them all. The
+# count route comes after the others, so regular languages keep theirs.
 for _route in (LaplaceRoute(), threshold.ThresholdRoute(), lattice.LatticeRoute(),
                transfer.TransferRoute(), automaton_error.AutomatonErrorRoute(),
-               sampled.SampledRoute()):
+               count.CountRoute(), sampled.SampledRoute()):
   register(_route)
 del _route
 

@@ -146,8 +146,9 @@ def test_the_registry_is_the_only_table(toy_route, monkeypatch):
   """
   assert not hasattr(lj.risk, "AUTO_ORDER") and not hasattr(lj.risk, "QUADRATURE_ROUTES")
   assert not hasattr(lj.risk.moments, "MOMENT_ROUTES")
-  assert lj.risk.names("risk", exact=True) == ("laplace", "lattice", "transfer", "toy_constant")
-  assert lj.risk.names("moments") == ("laplace", "transfer", "toy_constant")
+  assert lj.risk.names("risk", exact=True) == ("laplace", "lattice", "transfer", "count",
+                                               "toy_constant")
+  assert lj.risk.names("moments") == ("laplace", "transfer", "count", "toy_constant")
 
   lang, theta = toy_language(), {"alpha": np.zeros(4), "beta": np.full(4, 0.5)}
   lj.population_risk(lang, theta)
@@ -160,6 +161,8 @@ def test_the_registry_is_the_only_table(toy_route, monkeypatch):
   laplace_route = type(lj.risk.ROUTES["laplace"])
   assert lj.risk.moments.moments_route(occurrence) == "laplace"
   monkeypatch.setattr(laplace_route, "provides", frozenset({"risk"}))
+  assert lj.risk.moments.moments_route(occurrence) == "count"  # the next exact route (§3g)
+  monkeypatch.setattr(type(lj.risk.ROUTES["count"]), "provides", frozenset({"risk", "error"}))
   with pytest.raises(ValueError, match=r"^the moments of the attention masses need an exact "
                                        r"route: occurrence.*AutomatonLabels") as refused:
     lj.risk.moments.moments_route(occurrence)
@@ -191,6 +194,7 @@ def test_an_option_the_route_does_not_take_is_named_with_the_routes_that_do():
   """class_weights is the transfer route's: on a presence language "auto" picks the Laplace
   route, and the option is refused in one line, never a raw TypeError from build."""
   with pytest.raises(ValueError, match=r"route 'laplace' does not take the option "
-                                       r"'class_weights'; routes that do: \['transfer'\]"):
+                                       r"'class_weights'; routes that do: "
+                                       r"\['transfer', 'count'\]"):
     lj.risk_fn(lj.occurrence(3), class_weights="balanced")
   assert lj.risk_fn(lj.occurrence(3), num_points=400).name == "laplace"   # an option it takes

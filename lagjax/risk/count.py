@@ -1,0 +1,448 @@
+"""Count route: exact risk and 0-1 error on count-determined languages (docs/theory.md §3g).
+
+Under every layout the direct model reads a string only through its token-group counts c,
+its first token's group a and its last token's group b (§2b). A language with CountLabels
+gives q(c, a, b) = P(y = +1 | c, a, b) (on its count blocks, which the parameter groups
+refine). So with
+
+    w(n, c, a, b) = P(n) · n!/Π c_g! · Π π_g^{c_g} · P(w_1 ∈ a, w_n ∈ b | c),
+    P(w_1 ∈ a, w_n ∈ b | c) = c_a (c_b - [a = b]) / (n (n - 1))  (n ≥ 2),  [a = b] c_a  (n = 1),
+
+the risk of any loss is R = Σ w [q ℓ(f, +1) + (1 - q) ℓ(f, -1)] and the 0-1 error
+Σ w [q 1{sign f ≠ +1} + (1 - q) 1{sign f ≠ -1}] (sign 0 counts as an error). The
+enumeration and its truncation are the lattice route's (§3b): N is the smallest length
+with P(n > N) ≤ tol/2 and the lightest count vectors are dropped within tol/2, so
+
+    |R - R_N| ≤ (P(n > N) + dropped) · sup ℓ,  sup ℓ over |f| ≤ max|β| (all tables).
+
+Strings with the same model input (entry counts, query row) are merged before the model
+runs, so the CLS query without position tables costs what the lattice route costs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from lagjax import validation
+from lagjax.data import languages
+from lagjax.data import lengths as lengths_lib
+from lagjax.data import partition as partition_lib
+from lagjax.models import direct
+from lagjax.risk import base, entries, lattice
+from lagjax.risk.transfer import CLASS_WEIGHTS
+
+MAX_VECTORS = lattice.MAX_VECTORS
+
+
+class CountEnumeration(NamedTuple):
+  """The model inputs the count route sums over, with their label masses (docs/theory.md §3g).
+
+  Rows are distinct (query row, entry counts): the entry counts are over the entries of
+  risk/entries.py's table without the CLS token (the G groups, or [middle, first, last,
+  both] × G with position tables), the query row is the last token's group under the last
+  query (else 0). Rows are sorted by query row.
+
+  Attributes:
+    counts: (K, E) float entry counts.
+    row_slices: ((start, stop), ...) the rows of each query row, in order.
+    positive: (K,) Σ w q over the strings of each row.
+    negative: (K,) Σ w (1 - q).
+    tail: the probability mass left out, P(n > N) + the dropped vectors' weight (≤ tol).
+    n_max: N, the longest length enumerated.
+
+  Example:
+    Strings of length 2 over two tokens, labelled +1 when they hold more 1s than 0s:
+
+    >>> class More1s(lj.languages.CountLabels):
+    ...   d = 2
+    ...   def label_probability(self, counts, first, last):
+    ...     return (counts[:, 1] > counts[:, 0]).astype(float)
+    >>> enum = lj.risk.count.enumeration(More1s(), lj.partition.singletons(2), lj.fixed(2),
+    ...                                  np.array([0.5, 0.5]), 1e-12)
+    >>> enum.counts.tolist(), enum.positive.tolist(), enum.negative.tolist()
+    ([[0.0, 2.0], [1.0, 1.0], [2.0, 0.0]], [0.25, 0.0, 0.0], [0.0, 0.5, 0.25])
+  """
+
+  counts: jnp.ndarray
+  row_slices: tuple
+  positive: jnp.ndarray
+  negative: jnp.ndarray
+  tail: float
+  n_max: int
+
+
+def end_pairs(counts: np.ndarray):
+  """Every (c, a, b) with P(w_1 ∈ a, w_n ∈ b | c) > 0 and that probability (§3g).
+
+  Given c the string is a uniformly random arrangement of its groups, so the first token is
+  in a with probability c_a/n and then the last in b with probability (c_b - [a = b])/(n - 1);
+  a string of length 1 has a = b.
+
+  Args:
+    counts: count vectors (K, G), n = Σc ≥ 1.
+
+  Returns:
+    (vector index, a, b, probability), four (M,) arrays.
+
+  Example:
+    >>> index, first, last, prob = lj.risk.count.end_pairs(np.array([[1, 1], [0, 1]]))
+    >>> index.tolist(), first.tolist(), last.tolist(), prob.tolist()
+    ([0, 0, 1], [0, 1, 1], [1, 0, 1], [0.5, 0.5, 1.0])
+  """
+  counts = np.asarray(counts, dtype=np.float64)
+  size, groups = counts.shape
+  n = counts.sum(axis=1)
+  same = np.eye(groups)
+  # (K, a, b): c_a (c_b - [a = b]) / (n (n - 1)), and [a = b] c_a at n = 1
+  pairs = counts[:, :, None] * (counts[:, None, :] - same)
+  prob = np.where((n >= 2)[:, None, None], pairs / np.maximum(n * (n - 1), 1.0)[:, None, None],
+                  same * counts[:, :, None])
+  index, first, last = np.nonzero(prob > 0)
+  return index, first, last, prob[index, first, last]
+
+
+def entry_counts(counts: np.ndarray, first: np.ndarray, last: np.ndarray,
+                 positions: bool) -> np.ndarray:
+  """The counts of each entry of risk/entries.py's table (CLS left out) for strings with
+  group counts c and first and last groups a, b (docs/theory.md §2b, §3g).
+
+  Without position tables they are c; with them, [middle, first, last, both] × G: the
+  middle counts are c - e_a - e_b, and a string of length 1 has its one token in "both".
+
+  Args:
+    counts: (K, G) group counts.
+    first: (K,) the first token's group a.
+    last: (K,) the last token's group b.
+    positions: whether the model has position tables.
+
+  Returns:
+    (K, G) or (K, 4G) counts.
+
+  Example:
+    >>> lj.risk.count.entry_counts(np.array([[2, 1], [1, 0]]), np.array([0, 0]),
+    ...                            np.array([1, 0]), True).tolist()
+    [[1, 0, 1, 0, 0, 1, 0, 0], [0, 0, 0, 0, 0, 0, 1, 0]]
+  """
+  if not positions:
+    return counts
+  size, groups = counts.shape
+  rows = np.arange(size)
+  single = counts.sum(axis=1) == 1
+  kinds = np.zeros((size, 4, groups), dtype=counts.dtype)
+  kinds[:, 0] = counts
+  np.subtract.at(kinds[:, 0], (rows, first), 1)
+  np.subtract.at(kinds[:, 0], (rows, last), 1)
+  kinds[rows, 1, first] = 1
+  kinds[rows, 2, last] = 1
+  kinds[single] = 0
+  kinds[rows[single], 3, first[single]] = 1
+  return kinds.reshape(size, 4 * groups)
+
+
+def _block_map(lang, partition: partition_lib.Partition) -> np.ndarray:
+  """(G, B) indicator of the count block of each parameter group; raises unless the
+  partition refines the language's count_blocks."""
+  blocks = lang.count_blocks(lang.d)
+  block_of_token = np.full(lang.d, -1)
+  for index, block in enumerate(blocks):
+    block_of_token[list(block)] = index
+  if sorted(t for block in blocks for t in block) != list(range(lang.d)):
+    raise ValueError(f"count_blocks of {lang.describe()} must partition the {lang.d} tokens; "
+                     f"got {blocks}.")
+  owner = [set(block_of_token[list(group)].tolist()) for group in partition.blocks]
+  if any(len(each) > 1 for each in owner):
+    raise ValueError(f"partition must refine the count blocks {blocks} of {lang.describe()} "
+                     f"(tie only tokens of one block); got {partition.blocks}.")
+  return np.eye(len(blocks))[[each.pop() for each in owner]]
+
+
+def label_probabilities(lang, block_counts: np.ndarray, first: np.ndarray,
+                        last: np.ndarray) -> np.ndarray:
+  """q(c, a, b) from the language, checked to be (K,) finite values in [0, 1] (§3g).
+
+  Args:
+    lang: a language with CountLabels.
+    block_counts: (K, B) counts over its count blocks.
+    first, last: (K,) block indices of the first and last tokens.
+
+  Returns:
+    q, (K,) float64.
+
+  Raises:
+    ValueError: naming label_probability, the language and the first bad value.
+
+  Example:
+    >>> class Half(lj.languages.CountLabels):
+    ...   def label_probability(self, counts, first, last):
+    ...     return np.full(len(counts), 1.5)
+    ...   def describe(self):
+    ...     return "half()"
+    >>> lj.risk.count.label_probabilities(Half(), np.array([[1, 0]]), np.array([0]),
+    ...                                   np.array([0]))
+    Traceback (most recent call last):
+    ...
+    ValueError: label_probability of half() must return (1,) values in [0, 1]; got 1.5 at ...
+  """
+  q = np.asarray(lang.label_probability(block_counts, first, last), dtype=np.float64)
+
+  def where():
+    return f"label_probability of {lang.describe()} must return ({len(block_counts)},) values"
+
+  if q.shape != (len(block_counts),):
+    raise ValueError(f"{where()}; got shape {q.shape}.")
+  bad = np.flatnonzero(~((q >= 0.0) & (q <= 1.0)))
+  if bad.size:
+    k = bad[0]
+    raise ValueError(f"{where()} in [0, 1]; got {q[k]:g} at counts {block_counts[k].tolist()}, "
+                     f"first {int(first[k])}, last {int(last[k])}.")
+  return q
+
+
+def check_length_mean(law) -> None:
+  """Raises, in one line naming the length law's mean, unless it is finite (§3g)."""
+  mean = float(law.mean)
+  if not math.isfinite(mean):
+    raise ValueError(f"length law mean must be finite for the count route; got {law} with "
+                     f"mean {mean}.")
+
+
+def size_reason(num_groups: int, law, tol: float, max_vectors: int = MAX_VECTORS) -> str | None:
+  """None where the count route's enumeration fits max_vectors count vectors, else one line
+  giving its size and the remedies (§3g)."""
+  n_max = lengths_lib.truncation_length(law, tol / 2)
+  size = lattice.num_count_vectors(num_groups, n_max)
+  if size <= max_vectors:
+    return None
+  return (f"route 'count' would enumerate {size:,} count vectors (G = {num_groups} groups, "
+          f"lengths up to N = {n_max} for tol {tol:g}), more than max_vectors = {max_vectors:,}; "
+          "tie tokens in fewer groups or raise tol")
+
+
+def enumeration(lang, partition: partition_lib.Partition, law, pi, tol: float,
+                layout: direct.Layout = direct.PLAIN) -> CountEnumeration:
+  """The rows the count route sums over, with their label masses (docs/theory.md §3g).
+
+  Args:
+    lang: a language with CountLabels; the partition must refine its count_blocks.
+    partition: the token groups of the parameters.
+    law: the length law.
+    pi: the token law π (d,).
+    tol: the probability mass that may be left out, in (0, 1).
+    layout: the model's parts (§2b): which of (c, a, b) the model reads.
+
+  Returns:
+    A CountEnumeration.
+  """
+  block_map = _block_map(lang, partition)
+  n_max = lengths_lib.truncation_length(law, tol / 2)
+  counts, weights, dropped = lattice.kept_count_vectors(
+      partition.num_groups, n_max, partition.masses(pi), law, tol / 2)
+  index, first, last, prob = end_pairs(counts)
+  block_of_group = block_map.argmax(axis=1)
+  string_counts = counts[index]
+  q = label_probabilities(lang, string_counts @ block_map.astype(np.int64),
+                          block_of_group[first], block_of_group[last])
+  mass = weights[index] * prob
+  positions = layout.positions == "first_last"
+  query_row = last if layout.query == "last" else np.zeros_like(last)
+  keys = np.concatenate([query_row[:, None],
+                         entry_counts(string_counts, first, last, positions)], axis=1)
+  # One row per distinct model input, sorted by query row (np.unique sorts rows).
+  unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+  inverse = inverse.reshape(-1)
+  positive = np.bincount(inverse, weights=mass * q, minlength=len(unique))
+  negative = np.bincount(inverse, weights=mass * (1.0 - q), minlength=len(unique))
+  rows = unique[:, 0]
+  bounds = np.searchsorted(rows, np.arange(rows.max() + 2))
+  row_slices = tuple((int(bounds[r]), int(bounds[r + 1])) for r in range(rows.max() + 1))
+  return CountEnumeration(jnp.asarray(unique[:, 1:], dtype=jnp.float64), row_slices,
+                          jnp.asarray(positive), jnp.asarray(negative),
+                          float(law.tail(n_max)) + dropped, n_max)
+
+
+def outputs(params, enum: CountEnumeration):
+  """f_θ on every row of the enumeration (docs/theory.md §2b, §3g): per query row, the
+  plain model on the entry table's scores and values (direct.forward_counts, whose
+  two-cluster scaling keeps it exact for any scores).
+
+  Args:
+    params: grouped params of any layout.
+    enum: the CountEnumeration built for that layout.
+
+  Returns:
+    (K,) outputs.
+  """
+  scores, values, _ = entries.entry_table(params)
+  cls = direct.has_cls(params)
+  size = enum.counts.shape[1]
+  pieces = []
+  for row, (start, stop) in enumerate(enum.row_slices):
+    if start == stop:
+      continue
+    row_params = {"alpha": scores[row, :size], "beta": values[row, :size]}
+    if cls:
+      row_params |= {"alpha_cls": scores[row, size], "beta_cls": values[row, size]}
+    pieces.append(direct.forward_counts(row_params, enum.counts[start:stop]))
+  return jnp.concatenate(pieces)
+
+
+def _class_weights(lang, class_weights: str) -> tuple[float, float]:
+  validation.check_choice("class_weights", class_weights, CLASS_WEIGHTS)
+  if class_weights == "population":
+    return 1.0, 1.0
+  positive = float(lang.positive_rate())
+  return 0.5 / positive, 0.5 / (1.0 - positive)
+
+
+class CountRoute(base.RouteSpec):
+  """The count route (docs/theory.md §3g): the risk of any loss and the exact 0-1 error of
+  the direct model in every layout on languages with CountLabels, by enumerating (n, c, a, b)
+  with the lattice route's certified truncation; the moments (H, g) of the plain layout.
+
+  Example:
+    >>> route = lj.risk.ROUTES["count"]
+    >>> route.any_layout, sorted(route.provides)
+    (True, ['error', 'moments', 'risk'])
+    >>> route.supports(lj.data.regular_builtins.tomita(4))   # no 000: order matters
+    'tomita[k=4](d=2, states=4) does not declare CountLabels (labels from counts and ends)'
+  """
+
+  name = "count"
+  capability = languages.CountLabels
+  capability_use = "labels from counts and ends"
+  any_layout = True
+  provides = frozenset({"risk", "error", "moments"})
+
+  def limits(self, lang, *, quantity, loss, layout, partition, tol) -> str | None:
+    """The moments for the plain layout only; a length law of finite mean; an enumeration
+    that fits MAX_VECTORS."""
+    del loss
+    if quantity == "moments" and not layout.plain:
+      return "route 'count' gives the moments (H, g) of the plain layout only"
+    try:
+      check_length_mean(lang.length)
+    except ValueError as error:
+      return str(error).removesuffix(".")
+    partition = partition or partition_lib.singletons(lang.d)
+    return size_reason(partition.num_groups, lang.length, tol)
+
+  def _enumeration(self, lang, partition, layout, tol, max_vectors):
+    self.check_length_law(lang)
+    validation.check_real("tol", tol, minimum=0.0, strict=True, maximum=1.0, strict_max=True)
+    check_length_mean(lang.length)
+    partition = partition or partition_lib.singletons(lang.d)
+    reason = size_reason(partition.num_groups, lang.length, tol, max_vectors)
+    if reason is not None:
+      raise ValueError(f"{reason}.")
+    return partition, enumeration(lang, partition, lang.length, lang.pi_array, tol, layout)
+
+  def build(self, lang: languages.Language, partition: partition_lib.Partition | None = None, *,
+            loss="squared", layout: direct.Layout = direct.PLAIN, key=None,
+            tol: float = 1e-12, max_vectors: int = MAX_VECTORS,
+            class_weights: str = "population") -> base.Route:
+    """Builds the count route's risk and 0-1 error for one layout (docs/theory.md §3g).
+
+    R = Σ_rows [w₊ P₊ ℓ(f, +1) + w₋ P₋ ℓ(f, -1)] with P± the rows' label masses, and
+    ``|R - R_N| <= (P(n > N) + dropped) · sup ℓ · max(w₊, w₋)`` (report["risk_bound"]).
+
+    Args:
+      lang: a language with CountLabels; the partition must refine its count_blocks.
+      partition: groups of tied tokens; None means one group per token.
+      loss: "squared", "logistic" or a callable (f, y) -> ℓ.
+      layout: the model's parts (§2b); the params must have this layout.
+      key: unused.
+      tol: the probability mass left out, in (0, 1): the length tail P(n > N) ≤ tol/2
+        plus the lightest count vectors, dropped while their weight is ≤ tol/2.
+      max_vectors: refuse enumerations of more count vectors than this.
+      class_weights: "population" (E ℓ) or "balanced" (½ E[ℓ | y = +1] + ½ E[ℓ | y = -1],
+        w± = ½ / P(y = ±1)); the 0-1 error is the population's either way.
+
+    Returns:
+      A Route; report(params) gives "risk", "error", "risk_bound", "error_bound", "n_max".
+
+    Example:
+      At θ = 0, f ≡ 0: the squared loss is ½ on every string and every string is a 0-1
+      error (sign 0 counts as one):
+
+      >>> class More1s(lj.languages.CountLabels, lj.languages.Language):
+      ...   d, pi, length = 2, (0.5, 0.5), lj.geometric(0.5)
+      ...   def label_probability(self, counts, first, last):
+      ...     return (counts[:, 1] > counts[:, 0]).astype(float)
+      ...   def label_tokens(self, tokens, mask):
+      ...     return jnp.where((2 * tokens - 1).sum(-1, where=mask) > 0, 1.0, -1.0)
+      ...   def positive_rate(self):
+      ...     return 0.3
+      ...   def describe(self):
+      ...     return "more_1s()"
+      >>> route = lj.risk.ROUTES["count"].build(More1s(), layout=lj.models.direct.Layout(
+      ...     query="last", positions="first_last"))
+      >>> out = route.report(lj.init_params(2, query="last", positions="first_last"))
+      >>> round(float(out["risk"]), 9), round(float(out["error"]), 9)
+      (0.5, 1.0)
+      >>> bool(out["risk_bound"] < 1e-12), out["n_max"]
+      (True, 41)
+    """
+    del key
+    weight_pos, weight_neg = _class_weights(lang, class_weights)
+    partition, enum = self._enumeration(lang, partition, layout, tol, max_vectors)
+    loss_fn = base.get_loss(loss)
+    positive, negative = weight_pos * enum.positive, weight_neg * enum.negative
+
+    def risk(params):
+      f = outputs(params, enum)
+      return positive @ loss_fn(f, 1.0) + negative @ loss_fn(f, -1.0)
+
+    def report(params):
+      f = outputs(params, enum)
+      # f is a convex combination of the entries' values (β plus β^F, β^L; β_cls), §2b.
+      bound = base.loss_bound(loss_fn, jnp.abs(entries.entry_table(params)[1]).max())
+      return {"risk": positive @ loss_fn(f, 1.0) + negative @ loss_fn(f, -1.0),
+              "error": (enum.positive @ base.zero_one_error(f, 1.0)
+                        + enum.negative @ base.zero_one_error(f, -1.0)),
+              "risk_bound": enum.tail * bound * max(weight_pos, weight_neg),
+              "error_bound": enum.tail, "n_max": enum.n_max}
+
+    return base.Route(self.name, risk, report, partition)
+
+  def attention_moments(self, lang, partition=None, *, cls: bool = False,
+                        tol: float = 1e-12, max_vectors: int = MAX_VECTORS):
+    """params -> (H, g) = (E[W Wᵀ], E[y W]) of the token-group attention masses of the plain
+    model (CLS last when cls), by the enumeration (§3g, §5); reads only α.
+
+    Example:
+      The masses sum to 1, so H sums to 1 and g to E y (§5):
+
+      >>> class More1s(lj.languages.CountLabels, lj.languages.Language):
+      ...   d, pi, length = 2, (0.5, 0.5), lj.fixed(2)
+      ...   def label_probability(self, counts, first, last):
+      ...     return (counts[:, 1] > counts[:, 0]).astype(float)
+      ...   def label_tokens(self, tokens, mask):
+      ...     return jnp.where((2 * tokens - 1).sum(-1, where=mask) > 0, 1.0, -1.0)
+      ...   def positive_rate(self):
+      ...     return 0.25
+      ...   def describe(self):
+      ...     return "more_1s()"
+      >>> moments = lj.risk.ROUTES["count"].attention_moments(More1s())
+      >>> H, g = moments(lj.init_params(2))
+      >>> round(float(H.sum()), 6), round(float(g.sum()), 6)   # E y = ¼ - ¾
+      (1.0, -0.5)
+    """
+    _, enum = self._enumeration(lang, partition, direct.Layout(cls=cls), tol, max_vectors)
+    counts = enum.counts
+    if cls:
+      counts = jnp.concatenate([counts, jnp.ones((counts.shape[0], 1))], axis=1)
+    total, signed = enum.positive + enum.negative, enum.positive - enum.negative
+
+    def moments(params):
+      masses = direct.attention_masses(direct.stack(params, "alpha"), counts)
+      return (masses * total[:, None]).T @ masses, signed @ masses
+
+    return moments
+
+
+__all__ = ["CountEnumeration", "CountRoute", "MAX_VECTORS", "end_pairs", "entry_counts",
+           "enumeration", "label_probabilities", "outputs", "size_reason"]
