@@ -10,6 +10,8 @@
 - `regular`: regular languages, labels decided by a minimal complete automaton;
 - `regular_builtins`: the built-in regular languages (parity, first, even_pairs, Tomita,
   Dyck, cycle navigation, counting mod m, substrings, the occurrence family as automata);
+- `counting`: the counting languages (majority, plurality, Dyck-1, aⁿbⁿ), labels from
+  counts and the string's ends;
 - `sampling`: count vectors of fresh strings;
 - `partition`: token groups, partitions of Σ into interchangeable tokens.
 
@@ -19,6 +21,7 @@ Nothing here imports a model, a risk route or a training loop.
 """
 
 from lagjax.data import (
+    counting,
     languages,
     lengths,
     occurrence,
@@ -30,5 +33,5 @@ from lagjax.data import (
     sampling,
 )
 
-__all__ = ["languages", "lengths", "occurrence", "partition", "protocol", "regular",
+__all__ = ["counting", "languages", "lengths", "occurrence", "partition", "protocol", "regular",
            "regular_builtins", "registry", "sampling"]

@@ -10,12 +10,17 @@ and a length law L. This module gathers in one namespace
 - the constructor of any regular language, `regular(transitions, accepting, ...)`.
 
 Importing it imports the built-in families, which register themselves: the occurrence
-family (lagjax/data/occurrence.py) and the regular languages
-(lagjax/data/regular_builtins.py). A new family is one module that subclasses
-protocol.Language, calls registry.register, and is imported here.
+family (lagjax/data/occurrence.py), the regular languages
+(lagjax/data/regular_builtins.py) and the counting languages (lagjax/data/counting.py).
+A new family is one module that subclasses protocol.Language, calls registry.register, and
+is imported here.
 """
 
-from lagjax.data import occurrence, regular_builtins  # noqa: F401 (they register themselves)
+from lagjax.data import (  # noqa: F401 (they register themselves)
+    counting,
+    occurrence,
+    regular_builtins,
+)
 from lagjax.data.protocol import (
     AutomatonLabels,
     CountLabels,

@@ -6,9 +6,10 @@
 
 Every label is a signed sum of support indicators, y(w) = Σ_k coef_k 1{w ⊆ S_k}
 (the PresenceLabels capability), so for any length law P(w ⊆ S) = G(π_S) gives
-exact class balances. Token roles: for occurrence and any_of every letter of L
-plays one role (the label depends only on their total count), for all_of each
-letter is its own role; the other tokens share one.
+exact class balances. The label is also a function of block counts (CountLabels,
+docs/theory.md §1d), which the count route reads for cross-checks. Token roles: for
+occurrence and any_of every letter of L plays one role (the label depends only on their
+total count), for all_of each letter is its own role; the other tokens share one.
 """
 
 from __future__ import annotations
@@ -27,9 +28,14 @@ KINDS = ("occurrence", "any_of", "all_of")
 
 
 @dataclasses.dataclass(frozen=True)
-class OccurrenceLanguage(protocol.Language, protocol.PresenceLabels):
+class OccurrenceLanguage(protocol.Language, protocol.PresenceLabels, protocol.CountLabels):
   """A language of the occurrence family with its token law π and length law (docs/theory.md
-  §1, §1b): a Language that declares PresenceLabels.
+  §1, §1b, §1d): a Language that declares PresenceLabels and CountLabels.
+
+  The label is a function of the counts of the count blocks: for occurrence and any_of the
+  letters of L form one block and the other tokens another, for all_of each letter of L is
+  its own block; blocks are ordered by their smallest token. q(c, a, b) is then 1{c_L > 0}
+  (occurrence, any_of) or 1{c_a > 0 for every a ∈ L} (all_of), whatever the ends.
 
   Attributes:
     kind: one of KINDS.
@@ -47,6 +53,11 @@ class OccurrenceLanguage(protocol.Language, protocol.PresenceLabels):
     [1.0, -2.0, -2.0, 2.0]
     >>> lang.label_counts(jnp.array([[1.0, 2.0, 0.0, 1.0], [3.0, 0.0, 1.0, 0.0]])).tolist()
     [1.0, -1.0]
+    >>> lang.count_blocks(4)   # each letter of L its own block, the others one block
+    ((0,), (1,), (2, 3))
+    >>> lang.label_probability(np.array([[1, 2, 0], [3, 0, 1]]), np.zeros(2, int),
+    ...                        np.zeros(2, int)).tolist()
+    [1.0, 0.0]
   """
 
   kind: str
@@ -91,6 +102,25 @@ class OccurrenceLanguage(protocol.Language, protocol.PresenceLabels):
 
   def positive_rate(self) -> float:
     return protocol.presence_rate(self)
+
+  def count_blocks(self, d: int) -> tuple[tuple[int, ...], ...]:
+    others = tuple(x for x in range(d) if x not in self.letters)
+    if self.kind == "all_of":
+      letter_blocks = [(a,) for a in self.letters]
+    else:
+      letter_blocks = [tuple(sorted(self.letters))]
+    return tuple(sorted(letter_blocks + [others], key=min))
+
+  def label_probability(self, counts, first, last) -> np.ndarray:
+    del first, last   # presence does not depend on the order
+    blocks = self.count_blocks(self.d)
+    counts = np.asarray(counts)
+    if counts.ndim != 2 or counts.shape[1] != len(blocks):
+      raise ValueError(f"counts must have shape (K, {len(blocks)}) (one column per count "
+                       f"block, {blocks}); got shape {counts.shape}.")
+    present = counts[:, [i for i, block in enumerate(blocks) if block[0] in self.letters]] > 0
+    positive = present.all(axis=1) if self.kind == "all_of" else present.any(axis=1)
+    return positive.astype(np.float64)
 
   def _label(self, present):
     positive = jnp.all(present, axis=-1) if self.kind == "all_of" else jnp.any(present, axis=-1)

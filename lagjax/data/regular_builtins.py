@@ -20,6 +20,10 @@ length (keyword-only) and passes them to `regular.regular`; with length None a l
 that a geometric law can balance gets the balanced geometric law, the others get
 Geometric(0.1) (mean length 10), as each docstring says. Lengths start at 1, so the
 empty string never occurs. Each family is registered under its name (lj.languages.make).
+
+The languages decided by counts and ends also declare CountLabels (docs/theory.md §1d), for
+cross-checks of the count route: parity, mod_count, Tomita 5 and 6 and cycle navigation
+(their letters commute: CommutingAutomatonLanguage) and even pairs (w_1 = w_n).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import dataclasses
 from collections.abc import Sequence
 
 import jax.numpy as jnp
+import numpy as np
 
 from lagjax import validation
 from lagjax.data import occurrence, protocol, registry, regular
@@ -52,6 +57,66 @@ _TOMITA = {
     7: ([[0, 1], [2, 1], [2, 3], [-1, 3]], [0, 1, 2, 3]),
 }
 _TOMITA_BALANCED = (3, 4, 7)   # every length-1 string is a member and long ones are not
+_TOMITA_COMMUTING = (5, 6)     # decided by the counts: they declare CountLabels
+
+
+@dataclasses.dataclass(frozen=True)
+class CommutingAutomatonLanguage(regular.RegularLanguage, protocol.CountLabels):
+  """A regular language whose letters commute (δ(δ(q, x), y) = δ(δ(q, y), x)), so the state
+  after w, hence the label, depends only on the counts (docs/theory.md §1c, §1d): a
+  RegularLanguage that also declares CountLabels. Parity, mod_count, Tomita 5 and 6 and
+  cycle navigation are such languages.
+
+  The count blocks are the tokens with equal columns of the table (ordered by their smallest
+  token); q(c, a, b) = 1{δ*(start, c) accepts}, whatever the ends, where δ* applies each
+  block's map c_β times (by repeated squaring of the map).
+
+  Attributes:
+    name, d, table, accept, start_state, pi, length: those of RegularLanguage.
+
+  Example:
+    >>> lang = lj.data.regular_builtins.mod_count(0, 3, 1, d=3)   # #0 ≡ 1 (mod 3)
+    >>> lang.count_blocks(3)   # tokens 1 and 2 leave the state alone: one block
+    ((0,), (1, 2))
+    >>> lang.label_probability(np.array([[1, 5], [3, 0], [7, 2]]), np.zeros(3, int),
+    ...                        np.zeros(3, int)).tolist()
+    [1.0, 0.0, 1.0]
+  """
+
+  def count_blocks(self, d: int) -> tuple[tuple[int, ...], ...]:
+    blocks: dict = {}
+    for x in range(d):
+      blocks.setdefault(tuple(row[x] for row in self.table), []).append(x)
+    return tuple(tuple(block) for block in blocks.values())
+
+  def label_probability(self, counts, first, last) -> np.ndarray:
+    del first, last   # the letters commute: the order does not matter
+    blocks = self.count_blocks(self.d)
+    counts = np.asarray(counts)
+    if counts.ndim != 2 or counts.shape[1] != len(blocks):
+      raise ValueError(f"counts must have shape (K, {len(blocks)}) (one column per count "
+                       f"block, {blocks}); got shape {counts.shape}.")
+    counts = counts.astype(np.int64)
+    table = np.asarray(self.table, np.int64)
+    state = np.full(counts.shape[0], self.start_state, np.int64)
+    for column, block in enumerate(blocks):
+      power, remaining = table[:, block[0]], counts[:, column].copy()
+      while np.any(remaining > 0):   # state <- δ_x^c(state), bit by bit of c
+        state = np.where(remaining & 1, power[state], state)
+        power, remaining = power[power], remaining >> 1
+    return np.asarray(self.accept, bool)[state].astype(np.float64)
+
+
+def _counted(lang: regular.RegularLanguage) -> CommutingAutomatonLanguage:
+  """`lang` as a CommutingAutomatonLanguage (same fields), after checking that its letters
+  commute."""
+  table = np.asarray(lang.table)
+  for x in range(lang.d):
+    for y in range(x):
+      if not np.array_equal(table[table[:, x], y], table[table[:, y], x]):
+        raise AssertionError(f"{lang.describe()}: letters {y} and {x} do not commute.")
+  return CommutingAutomatonLanguage(**{field.name: getattr(lang, field.name)
+                                       for field in dataclasses.fields(lang)})
 
 
 def _check_range(name: str, value, low: int, high: int) -> int:
@@ -84,8 +149,8 @@ def parity(*, pi=None, length=None) -> regular.RegularLanguage:
     >>> round(lj.data.regular_builtins.parity(pi=(0.75, 0.25)).positive_rate(), 6)
     0.454545
   """
-  return regular.regular([[0, 1], [1, 0]], [1], pi=pi, length=length, balance=False,
-                         name="parity")
+  return _counted(regular.regular([[0, 1], [1, 0]], [1], pi=pi, length=length, balance=False,
+                                  name="parity"))
 
 
 def first(*, pi=None, length=None) -> regular.RegularLanguage:
@@ -131,10 +196,12 @@ def even_pairs_label(tokens, mask):
 
 
 @dataclasses.dataclass(frozen=True)
-class EvenPairsLanguage(regular.RegularLanguage):
+class EvenPairsLanguage(regular.RegularLanguage, protocol.CountLabels):
   """Even pairs (see `even_pairs`): its automaton for the exact routes, and labels by the
   closed form w_1 = w_n (even_pairs_label), one comparison per string instead of a scan of
-  the automaton over it; both give the same labels (docs/theory.md §1c).
+  the automaton over it; both give the same labels (docs/theory.md §1c). The label is a
+  function of the ends alone, so it declares CountLabels with q(c, a, b) = 1{a = b}
+  (docs/theory.md §1d).
 
   Attributes:
     name, d, table, accept, start_state, pi, length: those of RegularLanguage.
@@ -145,10 +212,17 @@ class EvenPairsLanguage(regular.RegularLanguage):
     >>> lang.label_tokens(tokens, mask).tolist(), lj.data.regular.read_labels(
     ...     jnp.asarray(lang.table), jnp.asarray(lang.accept), 0, tokens, mask).tolist()
     ([1.0], [1.0])
+    >>> lang.label_probability(np.array([[2, 1], [2, 1]]), np.array([0, 1]),
+    ...                        np.array([0, 0])).tolist()
+    [1.0, 0.0]
   """
 
   def label_tokens(self, tokens, mask):
     return even_pairs_label(jnp.asarray(tokens), jnp.asarray(mask, bool))
+
+  def label_probability(self, counts, first, last) -> np.ndarray:
+    del counts   # w_1 = w_n decides
+    return (np.asarray(first) == np.asarray(last)).astype(np.float64)
 
 
 def even_pairs(*, pi=None, length=None) -> EvenPairsLanguage:
@@ -214,8 +288,9 @@ def tomita(k: int, *, pi=None, length=None) -> regular.RegularLanguage:
   """
   k = _check_range("tomita k", k, 1, 7)
   table, accepting = _TOMITA[k]
-  return regular.regular(table, accepting, pi=pi, length=length,
+  lang = regular.regular(table, accepting, pi=pi, length=length,
                          balance=k in _TOMITA_BALANCED, name=f"tomita[k={k}]")
+  return _counted(lang) if k in _TOMITA_COMMUTING else lang
 
 
 def dyck(depth: int, *, pi=None, length=None) -> regular.RegularLanguage:
@@ -275,8 +350,8 @@ def cycle_navigation(k: int = 5, *, pi=None, length=None) -> regular.RegularLang
   """
   k = validation.check_int("cycle_navigation k", k, 2)
   table = [[(s - 1) % k, s, (s + 1) % k] for s in range(k)]
-  return regular.regular(table, [0], pi=pi, length=length, balance=False,
-                         name=f"cycle_navigation[k={k}]")
+  return _counted(regular.regular(table, [0], pi=pi, length=length, balance=False,
+                                  name=f"cycle_navigation[k={k}]"))
 
 
 def mod_count(letter: int, m: int, r: int, d: int = 2, *, pi=None,
@@ -311,8 +386,8 @@ def mod_count(letter: int, m: int, r: int, d: int = 2, *, pi=None,
   m = validation.check_int("mod_count m", m, 2)
   r = _check_range("mod_count r", r, 0, m - 1)
   table = [[(s + 1) % m if x == letter else s for x in range(d)] for s in range(m)]
-  return regular.regular(table, [r], pi=pi, length=length, balance=False,
-                         name=f"mod_count[letter={letter}, m={m}, r={r}]")
+  return _counted(regular.regular(table, [r], pi=pi, length=length, balance=False,
+                                  name=f"mod_count[letter={letter}, m={m}, r={r}]"))
 
 
 def contains(word: Sequence[int], d: int = 2, *, pi=None,
@@ -446,6 +521,6 @@ for _name, _factory in [
     ("any_of_automaton", any_of_automaton), ("all_of_automaton", all_of_automaton)]:
   registry.register(_name, _factory)
 
-__all__ = ["EvenPairsLanguage", "all_of_automaton", "any_of_automaton", "contains",
-           "cycle_navigation", "dyck", "even_pairs", "even_pairs_label", "first", "mod_count",
-           "occurrence_automaton", "parity", "tomita"]
+__all__ = ["CommutingAutomatonLanguage", "EvenPairsLanguage", "all_of_automaton",
+           "any_of_automaton", "contains", "cycle_navigation", "dyck", "even_pairs",
+           "even_pairs_label", "first", "mod_count", "occurrence_automaton", "parity", "tomita"]
