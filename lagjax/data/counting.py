@@ -205,7 +205,9 @@ def _count_arguments(counts, first, last, blocks: int):
 def _inverse_central_binomial(m: np.ndarray) -> np.ndarray:
   """1 / C(2m - 2, m - 1) for integers m ≥ 1: exact Python integers and one correctly rounded
   division (no overflow; underflows to 0 beyond m ≈ 540, where the value is < 1e-320)."""
-  values = {int(k): 1.0 / math.comb(2 * int(k) - 2, int(k) - 1) for k in np.unique(m)}
+  # int / int is correctly rounded in Python (1.0 / int would round the int first, and
+  # overflow beyond 2^1024).
+  values = {int(k): 1 / math.comb(2 * int(k) - 2, int(k) - 1) for k in np.unique(m)}
   return np.array([values[int(k)] for k in m.ravel()], np.float64).reshape(m.shape)
 
 
