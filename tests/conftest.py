@@ -47,20 +47,24 @@ CACHE = os.environ.setdefault("LAGJAX_COMPILATION_CACHE",
 # tutorials. A program compiled once anywhere is loaded, not compiled, everywhere else.
 xla_flags.enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", CACHE))
 
-# The files of longest run time first (worker seconds of one run, docs/decisions/
-# test-suite-speed.md), so that with `--dist loadfile` the two workers finish together:
-# xdist's default order, most tests first, started the one-test site build last and left a
-# worker idle for two minutes at the end. pyproject's addopts pass --no-loadscope-reorder
-# to keep this.
+# The files of longest run time first (worker seconds of one run: docs/decisions/
+# test-suite-speed.md; reordered by the durations of the full run of 2026-12-03), so that with
+# `--dist loadfile` the two workers finish together: xdist's default order, most tests first,
+# started the one-test site build last and left a worker idle for two minutes at the end.
+# pyproject's addopts pass --no-loadscope-reorder to keep this.
 # Paths are relative to tests/ (tests/project/test_test_tree.py checks that each exists).
 TESTS = os.path.dirname(os.path.abspath(__file__))
-LONGEST_FIRST = ("project/test_docs.py", "sweep/test_sweep.py", "models/test_layouts.py",
-                 "experiments/test_table1.py", "experiments/test_experiments.py",
-                 "project/test_docstrings.py", "risk/test_routes.py", "analysis/test_scaling.py",
-                 "risk/test_transfer.py", "models/test_transformer.py",
-                 "analysis/test_regimes.py", "dynamics/test_train.py", "project/test_readme.py",
-                 "experiments/test_regimes_binary.py", "models/test_erf_slr.py",
-                 "dynamics/test_closed_form.py")
+LONGEST_FIRST = ("project/test_docs.py", "dynamics/test_flow_oracles.py",
+                 "experiments/test_table1.py", "project/test_docstrings.py",
+                 "analysis/test_optimum.py", "sweep/test_sweep.py",
+                 "analysis/test_regimes_general.py", "experiments/test_experiments.py",
+                 "dynamics/test_flow.py", "models/test_layouts.py",
+                 "experiments/test_regimes_binary.py", "analysis/test_atlas.py",
+                 "dynamics/test_run_label.py", "risk/test_routes.py", "analysis/test_regimes.py",
+                 "project/test_readme.py", "risk/test_transfer.py", "dynamics/test_sharpness.py",
+                 "analysis/test_scaling.py", "dynamics/test_train_sharpness.py",
+                 "models/test_transformer.py", "dynamics/test_closed_form.py",
+                 "dynamics/test_train.py", "models/test_erf_slr.py")
 
 
 def pytest_collection_modifyitems(items):
