@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -39,18 +40,19 @@ MAX_VECTORS = lattice.MAX_VECTORS
 
 
 class CountEnumeration(NamedTuple):
-  """The model inputs the count route sums over, with their label masses (docs/theory.md §3g).
+  """The strings the count route sums over, as (c, a, b) with their label masses
+  (docs/theory.md §3g).
 
-  Rows are distinct (query row, entry counts): the entry counts are over the entries of
-  risk/entries.py's table without the CLS token (the G groups, or [middle, first, last,
-  both] × G with position tables), the query row is the last token's group under the last
-  query (else 0). Rows are sorted by query row.
+  Masses are kept on (c, a, b) only as far as the model reads them: a is the first
+  token's group with position tables (else one slot), b the last token's group with position
+  tables or the last query (else one slot).
 
   Attributes:
-    counts: (K, E) float entry counts.
-    row_slices: ((start, stop), ...) the rows of each query row, in order.
-    positive: (K,) Σ w q over the strings of each row.
-    negative: (K,) Σ w (1 - q).
+    counts: (K, G) float group counts c, 1 ≤ Σc ≤ N.
+    positive: (K, A, B) Σ w q over the strings of each slot.
+    negative: (K, A, B) Σ w (1 - q).
+    valid: (K, A, B) bool, the slots that hold strings (P(a, b | c) > 0).
+    single_group: (K,) the group of a string of length 1, -1 for longer ones.
     tail: the probability mass left out, P(n > N) + the dropped vectors' weight (≤ tol).
     n_max: N, the longest length enumerated.
 
@@ -63,14 +65,15 @@ class CountEnumeration(NamedTuple):
     ...     return (counts[:, 1] > counts[:, 0]).astype(float)
     >>> enum = lj.risk.count.enumeration(More1s(), lj.partition.singletons(2), lj.fixed(2),
     ...                                  np.array([0.5, 0.5]), 1e-12)
-    >>> enum.counts.tolist(), enum.positive.tolist(), enum.negative.tolist()
+    >>> enum.counts.tolist(), enum.positive[:, 0, 0].tolist(), enum.negative[:, 0, 0].tolist()
     ([[0.0, 2.0], [1.0, 1.0], [2.0, 0.0]], [0.25, 0.0, 0.0], [0.0, 0.5, 0.25])
   """
 
   counts: jnp.ndarray
-  row_slices: tuple
   positive: jnp.ndarray
   negative: jnp.ndarray
+  valid: jnp.ndarray
+  single_group: jnp.ndarray
   tail: float
   n_max: int
 
@@ -105,42 +108,33 @@ def end_pairs(counts: np.ndarray):
   return index, first, last, prob[index, first, last]
 
 
-def entry_counts(counts: np.ndarray, first: np.ndarray, last: np.ndarray,
-                 positions: bool) -> np.ndarray:
-  """The counts of each entry of risk/entries.py's table (CLS left out) for strings with
-  group counts c and first and last groups a, b (docs/theory.md §2b, §3g).
-
-  Without position tables they are c; with them, [middle, first, last, both] × G: the
-  middle counts are c - e_a - e_b, and a string of length 1 has its one token in "both".
+def entry_counts(counts, first: int, last: int):
+  """The counts of each entry of risk/entries.py's table with position tables (CLS left
+  out), [middle, first, last, both] × G, for strings with group counts c and first and last
+  groups a, b (docs/theory.md §2b, §3g): c - e_a - e_b in the middle, e_a first, e_b last,
+  and a string of length 1 has its one token in "both".
 
   Args:
     counts: (K, G) group counts.
-    first: (K,) the first token's group a.
-    last: (K,) the last token's group b.
-    positions: whether the model has position tables.
+    first: a, the first token's group.
+    last: b, the last token's group.
 
   Returns:
-    (K, G) or (K, 4G) counts.
+    (K, 4G) counts.
 
   Example:
-    >>> lj.risk.count.entry_counts(np.array([[2, 1], [1, 0]]), np.array([0, 0]),
-    ...                            np.array([1, 0]), True).tolist()
-    [[1, 0, 1, 0, 0, 1, 0, 0], [0, 0, 0, 0, 0, 0, 1, 0]]
+    >>> lj.risk.count.entry_counts(jnp.array([[2.0, 1.0], [1.0, 0.0]]), 0, 1).tolist()
+    [[1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]]
   """
-  if not positions:
-    return counts
   size, groups = counts.shape
-  rows = np.arange(size)
-  single = counts.sum(axis=1) == 1
-  kinds = np.zeros((size, 4, groups), dtype=counts.dtype)
-  kinds[:, 0] = counts
-  np.subtract.at(kinds[:, 0], (rows, first), 1)
-  np.subtract.at(kinds[:, 0], (rows, last), 1)
-  kinds[rows, 1, first] = 1
-  kinds[rows, 2, last] = 1
-  kinds[single] = 0
-  kinds[rows[single], 3, first[single]] = 1
-  return kinds.reshape(size, 4 * groups)
+  one_hot = jnp.eye(groups)
+  single = (counts.sum(axis=1) == 1)[:, None]
+  longer = jnp.concatenate([counts - one_hot[first] - one_hot[last],
+                            jnp.broadcast_to(one_hot[first], (size, groups)),
+                            jnp.broadcast_to(one_hot[last], (size, groups)),
+                            jnp.zeros((size, groups))], axis=1)
+  alone = jnp.concatenate([jnp.zeros((size, 3 * groups)), counts], axis=1)
+  return jnp.where(single, alone, longer)
 
 
 def _block_map(lang, partition: partition_lib.Partition) -> np.ndarray:
@@ -247,47 +241,93 @@ def enumeration(lang, partition: partition_lib.Partition, law, pi, tol: float,
   q = label_probabilities(lang, string_counts @ block_map.astype(np.int64),
                           block_of_group[first], block_of_group[last])
   mass = weights[index] * prob
+  groups = partition.num_groups
   positions = layout.positions == "first_last"
-  query_row = last if layout.query == "last" else np.zeros_like(last)
-  keys = np.concatenate([query_row[:, None],
-                         entry_counts(string_counts, first, last, positions)], axis=1)
-  # One row per distinct model input, sorted by query row (np.unique sorts rows).
-  unique, inverse = np.unique(keys, axis=0, return_inverse=True)
-  inverse = inverse.reshape(-1)
-  positive = np.bincount(inverse, weights=mass * q, minlength=len(unique))
-  negative = np.bincount(inverse, weights=mass * (1.0 - q), minlength=len(unique))
-  rows = unique[:, 0]
-  bounds = np.searchsorted(rows, np.arange(rows.max() + 2))
-  row_slices = tuple((int(bounds[r]), int(bounds[r + 1])) for r in range(rows.max() + 1))
-  return CountEnumeration(jnp.asarray(unique[:, 1:], dtype=jnp.float64), row_slices,
-                          jnp.asarray(positive), jnp.asarray(negative),
+  firsts = groups if positions else 1
+  lasts = groups if positions or layout.query == "last" else 1
+  # Masses summed over what the model does not read: slot (a, b), a and b kept as needed.
+  slot = (index * firsts + (first if positions else 0)) * lasts + (last if lasts > 1 else 0)
+  size = len(counts) * firsts * lasts
+  shape = (len(counts), firsts, lasts)
+  positive = np.bincount(slot, weights=mass * q, minlength=size).reshape(shape)
+  negative = np.bincount(slot, weights=mass * (1.0 - q), minlength=size).reshape(shape)
+  valid = np.bincount(slot, minlength=size).reshape(shape) > 0
+  single_group = np.where(counts.sum(axis=1) == 1, counts.argmax(axis=1), -1)
+  return CountEnumeration(jnp.asarray(counts, dtype=jnp.float64), jnp.asarray(positive),
+                          jnp.asarray(negative), jnp.asarray(valid), jnp.asarray(single_group),
                           float(law.tail(n_max)) + dropped, n_max)
 
 
+def _row_params(scores, values, row: int, size: int, cls: bool):
+  """The plain params of one query row of the entry table: its first `size` entries and
+  the CLS entry (last)."""
+  params = {"alpha": scores[row, :size], "beta": values[row, :size]}
+  if cls:
+    params |= {"alpha_cls": scores[row, -1], "beta_cls": values[row, -1]}
+  return params
+
+
+def _products(counts, table):
+  """counts @ table.T, (K, G) by (B, G): as a sum of G broadcast products, which XLA fuses
+  with what follows (a dot of so few columns, and its transpose over K, is slower on CPU)."""
+  return (counts[:, None, :] * table[None]).sum(-1)
+
+
 def outputs(params, enum: CountEnumeration):
-  """f_θ on every row of the enumeration (docs/theory.md §2b, §3g): per query row, the
-  plain model on the entry table's scores and values (direct.forward_counts, whose
-  two-cluster scaling keeps it exact for any scores).
+  """f_θ on every slot (c, a, b) of the enumeration (docs/theory.md §2b, §3g), 0 on slots
+  that hold no string.
+
+  Without position tables f is the plain model on the query row's scores
+  (direct.forward_counts). With them, f = N/D where, for n ≥ 2,
+  N = c·x_mid + (x_first - x_mid)_a + (x_last - x_mid)_b (+ x_cls), x = e^{s - max s}·v on
+  the query row's entries, and D the same with v = 1: one matrix product per query row
+  rather than one per slot. Where a row's scores span more than direct.CLUSTER_GAP, the
+  entries' explicit counts go through direct.forward_counts instead, exact for any scores.
 
   Args:
-    params: grouped params of any layout.
-    enum: the CountEnumeration built for that layout.
+    params: grouped params of the layout the enumeration was built for.
+    enum: the CountEnumeration.
 
   Returns:
-    (K,) outputs.
+    (K, A, B) outputs.
   """
   scores, values, _ = entries.entry_table(params)
   cls = direct.has_cls(params)
-  size = enum.counts.shape[1]
-  pieces = []
-  for row, (start, stop) in enumerate(enum.row_slices):
-    if start == stop:
-      continue
-    row_params = {"alpha": scores[row, :size], "beta": values[row, :size]}
-    if cls:
-      row_params |= {"alpha_cls": scores[row, size], "beta_cls": values[row, size]}
-    pieces.append(direct.forward_counts(row_params, enum.counts[start:stop]))
-  return jnp.concatenate(pieces)
+  counts = enum.counts
+  groups = counts.shape[1]
+  firsts, lasts = enum.positive.shape[1:]
+  query_rows = np.arange(lasts) if scores.shape[0] > 1 else np.zeros(lasts, np.int64)
+  if not direct.has_positions(params):
+    return jnp.stack([direct.forward_counts(_row_params(scores, values, row, groups, cls),
+                                            counts) for row in query_rows], axis=-1)[:, None]
+
+  def masses(weights):
+    """N (or D for weights e^{s - max s}) on every slot (K, A, B)."""
+    kinds = entries.entry_kinds(weights, groups, True)[query_rows]       # (B, 4, G)
+    middle, first, last, both = (kinds[:, k] for k in range(4))
+    extra = weights[query_rows, -1] if cls else jnp.zeros(lasts)       # the CLS entry
+    longer = (_products(counts, middle)[:, None, :] + (first - middle).T[None]
+              + (last - middle)[np.arange(lasts), np.arange(lasts)] + extra)
+    # c = e_g for a string of length 1: a product, not a gather (whose gradient is a slow
+    # scatter on CPU)
+    alone = _products(counts, both) + extra                             # (K, B)
+    return jnp.where((enum.single_group >= 0)[:, None, None], alone[:, None, :], longer)
+
+  def scaled(_):
+    scale = jnp.exp(scores - jax.lax.stop_gradient(scores.max(axis=1, keepdims=True)))
+    numerator, denominator = masses(scale * values), masses(scale)
+    return jnp.where(enum.valid, numerator, 0.0) / jnp.where(enum.valid, denominator, 1.0)
+
+  @jax.checkpoint  # its residuals are then θ's tables, not zeros of its own in `scaled`'s
+  def explicit(_):
+    safe = jnp.zeros(4 * groups).at[3 * groups].set(1.0)  # a string "0" where no string is
+    return jnp.stack([jnp.stack([direct.forward_counts(
+        _row_params(scores, values, query_rows[b], 4 * groups, cls),
+        jnp.where(enum.valid[:, a, b, None], entry_counts(counts, a, b), safe))
+        for b in range(lasts)], axis=-1) for a in range(firsts)], axis=1)
+
+  spread = jax.lax.stop_gradient((scores.max(axis=1) - scores.min(axis=1)).max())
+  return jax.lax.cond(spread <= direct.CLUSTER_GAP, scaled, explicit, None)
 
 
 def _class_weights(lang, class_weights: str) -> tuple[float, float]:
@@ -394,15 +434,15 @@ class CountRoute(base.RouteSpec):
 
     def risk(params):
       f = outputs(params, enum)
-      return positive @ loss_fn(f, 1.0) + negative @ loss_fn(f, -1.0)
+      return jnp.sum(positive * loss_fn(f, 1.0) + negative * loss_fn(f, -1.0))
 
     def report(params):
       f = outputs(params, enum)
       # f is a convex combination of the entries' values (β plus β^F, β^L; β_cls), §2b.
       bound = base.loss_bound(loss_fn, jnp.abs(entries.entry_table(params)[1]).max())
-      return {"risk": positive @ loss_fn(f, 1.0) + negative @ loss_fn(f, -1.0),
-              "error": (enum.positive @ base.zero_one_error(f, 1.0)
-                        + enum.negative @ base.zero_one_error(f, -1.0)),
+      return {"risk": jnp.sum(positive * loss_fn(f, 1.0) + negative * loss_fn(f, -1.0)),
+              "error": jnp.sum(enum.positive * base.zero_one_error(f, 1.0)
+                               + enum.negative * base.zero_one_error(f, -1.0)),
               "risk_bound": enum.tail * bound * max(weight_pos, weight_neg),
               "error_bound": enum.tail, "n_max": enum.n_max}
 
@@ -435,7 +475,8 @@ class CountRoute(base.RouteSpec):
     counts = enum.counts
     if cls:
       counts = jnp.concatenate([counts, jnp.ones((counts.shape[0], 1))], axis=1)
-    total, signed = enum.positive + enum.negative, enum.positive - enum.negative
+    total = (enum.positive + enum.negative)[:, 0, 0]
+    signed = (enum.positive - enum.negative)[:, 0, 0]
 
     def moments(params):
       masses = direct.attention_masses(direct.stack(params, "alpha"), counts)
@@ -444,5 +485,5 @@ class CountRoute(base.RouteSpec):
     return moments
 
 
-__all__ = ["CountEnumeration", "CountRoute", "MAX_VECTORS", "end_pairs", "entry_counts",
-           "enumeration", "label_probabilities", "outputs", "size_reason"]
+__all__ = ["CountEnumeration", "CountRoute", "MAX_VECTORS", "check_length_mean", "end_pairs",
+           "entry_counts", "enumeration", "label_probabilities", "outputs", "size_reason"]
