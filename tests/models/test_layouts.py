@@ -411,8 +411,11 @@ def test_layout_errors_are_one_line():
   with pytest.raises(ValueError, match=r"route 'laplace' computes the plain model"):
     lj.population_risk(lj.occurrence(4), lj.init_params(4, positions="first_last"),
                        route="laplace")
-  with pytest.raises(ValueError, match=r"no exact route supports.*route 'laplace' computes"):
-    lj.population_risk(lj.occurrence(4), lj.init_params(4, query="last"))
+  with pytest.raises(ValueError, match=r"route 'lattice' computes the plain model"):
+    lj.population_risk(lj.occurrence(4), lj.init_params(4, query="last"), route="lattice")
+  # occurrence declares CountLabels, so "auto" takes the count route, exact in every layout
+  assert lj.population_risk(lj.occurrence(4), lj.init_params(4, query="last")).risk_route == (
+      "count")
   with pytest.raises(ValueError, match=r"forward_counts computes the plain model"):
     lj.forward_counts(lj.init_params(2, query="last"), jnp.ones((1, 2)))
   with pytest.raises(ValueError, match=r"empirical objectives train the plain model"):
