@@ -330,7 +330,28 @@ def outputs(params, enum: CountEnumeration):
   return jax.lax.cond(spread <= direct.CLUSTER_GAP, scaled, explicit, None)
 
 
-def _class_weights(lang, class_weights: str) -> tuple[float, float]:
+def class_weights_of(lang, class_weights: str | None) -> tuple[float, float]:
+  """(w(+1), w(-1)) of the risk (docs/theory.md §3d, §3g): (1, 1) for "population",
+  ½ / P(y = ±1) for "balanced"; None takes the language's default_class_weights() where it
+  declares one ("balanced" for Dyck-1 and aⁿbⁿ, whose positives are rare), else
+  "population".
+
+  Args:
+    lang: the language.
+    class_weights: "population", "balanced" or None.
+
+  Returns:
+    (w(+1), w(-1)), two floats.
+
+  Example:
+    >>> lj.risk.count.class_weights_of(lj.data.counting.majority(), None)
+    (1.0, 1.0)
+    >>> w_pos, w_neg = lj.risk.count.class_weights_of(lj.data.counting.dyck1(), None)
+    >>> bool(w_pos > 1.0 > w_neg)
+    True
+  """
+  if class_weights is None:
+    class_weights = getattr(lang, "default_class_weights", lambda: "population")()
   validation.check_choice("class_weights", class_weights, CLASS_WEIGHTS)
   if class_weights == "population":
     return 1.0, 1.0
@@ -383,7 +404,7 @@ class CountRoute(base.RouteSpec):
   def build(self, lang: languages.Language, partition: partition_lib.Partition | None = None, *,
             loss="squared", layout: direct.Layout = direct.PLAIN, key=None,
             tol: float = 1e-12, max_vectors: int = MAX_VECTORS,
-            class_weights: str = "population") -> base.Route:
+            class_weights: str | None = None) -> base.Route:
     """Builds the count route's risk and 0-1 error for one layout (docs/theory.md §3g).
 
     R = Σ_rows [w₊ P₊ ℓ(f, +1) + w₋ P₋ ℓ(f, -1)] with P± the rows' label masses, and
@@ -399,35 +420,30 @@ class CountRoute(base.RouteSpec):
         plus the lightest count vectors, dropped while their weight is ≤ tol/2.
       max_vectors: refuse enumerations of more count vectors than this.
       class_weights: "population" (E ℓ) or "balanced" (½ E[ℓ | y = +1] + ½ E[ℓ | y = -1],
-        w± = ½ / P(y = ±1)); the 0-1 error is the population's either way.
+        w± = ½ / P(y = ±1)); None: the language's default_class_weights() ("balanced" for
+        Dyck-1 and aⁿbⁿ, whose positives are rare; "population" otherwise). The 0-1 error
+        is the population's either way; report gives w± as "weight_positive",
+        "weight_negative".
 
     Returns:
-      A Route; report(params) gives "risk", "error", "risk_bound", "error_bound", "n_max".
+      A Route; report(params) gives "risk", "error", "risk_bound", "error_bound", "n_max" and
+      the class weights.
 
     Example:
       At θ = 0, f ≡ 0: the squared loss is ½ on every string and every string is a 0-1
-      error (sign 0 counts as one):
+      error (sign 0 counts as one), here on majority with the last query and position tables:
 
-      >>> class More1s(lj.languages.CountLabels, lj.languages.Language):
-      ...   d, pi, length = 2, (0.5, 0.5), lj.geometric(0.5)
-      ...   def label_probability(self, counts, first, last):
-      ...     return (counts[:, 1] > counts[:, 0]).astype(float)
-      ...   def label_tokens(self, tokens, mask):
-      ...     return jnp.where((2 * tokens - 1).sum(-1, where=mask) > 0, 1.0, -1.0)
-      ...   def positive_rate(self):
-      ...     return 0.3
-      ...   def describe(self):
-      ...     return "more_1s()"
-      >>> route = lj.risk.ROUTES["count"].build(More1s(), layout=lj.models.direct.Layout(
-      ...     query="last", positions="first_last"))
-      >>> out = route.report(lj.init_params(2, query="last", positions="first_last"))
-      >>> round(float(out["risk"]), 9), round(float(out["error"]), 9)
-      (0.5, 1.0)
-      >>> bool(out["risk_bound"] < 1e-12), out["n_max"]
-      (True, 41)
+      >>> lang = lj.data.counting.majority(length=lj.geometric(0.5))
+      >>> layout = lj.models.direct.Layout(query="last", positions="first_last")
+      >>> route = lj.risk.ROUTES["count"].build(lang, layout=layout)
+      >>> out = jax.jit(route.report)(lj.init_params(2, query="last", positions="first_last"))
+      >>> round(float(out["risk"]), 9), round(float(out["error"]), 9), int(out["n_max"])
+      (0.5, 1.0, 41)
+      >>> bool(out["risk_bound"] < 1e-12)
+      True
     """
     del key
-    weight_pos, weight_neg = _class_weights(lang, class_weights)
+    weight_pos, weight_neg = class_weights_of(lang, class_weights)
     partition, enum = self._enumeration(lang, partition, layout, tol, max_vectors)
     loss_fn = base.get_loss(loss)
     positive, negative = weight_pos * enum.positive, weight_neg * enum.negative
@@ -444,7 +460,8 @@ class CountRoute(base.RouteSpec):
               "error": jnp.sum(enum.positive * base.zero_one_error(f, 1.0)
                                + enum.negative * base.zero_one_error(f, -1.0)),
               "risk_bound": enum.tail * bound * max(weight_pos, weight_neg),
-              "error_bound": enum.tail, "n_max": enum.n_max}
+              "error_bound": enum.tail, "n_max": enum.n_max,
+              "weight_positive": weight_pos, "weight_negative": weight_neg}
 
     return base.Route(self.name, risk, report, partition)
 
@@ -454,21 +471,12 @@ class CountRoute(base.RouteSpec):
     model (CLS last when cls), by the enumeration (§3g, §5); reads only α.
 
     Example:
-      The masses sum to 1, so H sums to 1 and g to E y (§5):
+      The masses sum to 1, so H sums to 1 and g to E y = 2 P(y = +1) - 1 (§5); majority
+      of two tokens: "11" only:
 
-      >>> class More1s(lj.languages.CountLabels, lj.languages.Language):
-      ...   d, pi, length = 2, (0.5, 0.5), lj.fixed(2)
-      ...   def label_probability(self, counts, first, last):
-      ...     return (counts[:, 1] > counts[:, 0]).astype(float)
-      ...   def label_tokens(self, tokens, mask):
-      ...     return jnp.where((2 * tokens - 1).sum(-1, where=mask) > 0, 1.0, -1.0)
-      ...   def positive_rate(self):
-      ...     return 0.25
-      ...   def describe(self):
-      ...     return "more_1s()"
-      >>> moments = lj.risk.ROUTES["count"].attention_moments(More1s())
-      >>> H, g = moments(lj.init_params(2))
-      >>> round(float(H.sum()), 6), round(float(g.sum()), 6)   # E y = ¼ - ¾
+      >>> lang = lj.data.counting.majority(length=lj.fixed(2))
+      >>> H, g = lj.risk.ROUTES["count"].attention_moments(lang)(lj.init_params(2))
+      >>> round(float(H.sum()), 6), round(float(g.sum()), 6)
       (1.0, -0.5)
     """
     _, enum = self._enumeration(lang, partition, direct.Layout(cls=cls), tol, max_vectors)
@@ -486,4 +494,5 @@ class CountRoute(base.RouteSpec):
 
 
 __all__ = ["CountEnumeration", "CountRoute", "MAX_VECTORS", "check_length_mean", "end_pairs",
-           "entry_counts", "enumeration", "label_probabilities", "outputs", "size_reason"]
+           "class_weights_of", "entry_counts", "enumeration", "label_probabilities", "outputs",
+           "size_reason"]
