@@ -215,3 +215,16 @@ def test_a_language_whose_first_steps_never_move_attention_gets_no_law_from_roun
   assert "never move attention" in regime.note
   assert regime.risk_floor > 1e-3
   assert np.all(np.isinf(np.asarray(regime.eta2_min(np.array([0.5, 2.0])))))
+
+
+@pytest.mark.slow
+def test_a_roundoff_c_is_no_wall():
+  """At least two b's (a three-state automaton): a2 vanishes modulo constants, so c is
+  roundoff (~1e-18 against b ≈ 0.025) and the attention step never reverses sign; the wall
+  b/|c| would be ~1e16, a number made of roundoff. The regime reports no wall."""
+  lang = lj.regular([[0, 1], [1, 2], [2, 2]], accepting=[2], name="two_bs")
+  regime = regimes.three_phase_regime(lang, 0.40)
+  assert regime.coordinates == 1 and regime.b > 1e-3
+  assert abs(regime.c) <= regimes.FLAT_C * regime.b
+  assert math.isinf(regime.eta1_max)
+  assert regime.monotone and math.isfinite(regime.delta_eps)
