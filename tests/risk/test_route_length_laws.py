@@ -105,8 +105,9 @@ def test_a_law_with_pgf_keeps_the_laplace_route():
 
 def test_transfer_refuses_a_law_without_matrix_pgf_derivatives():
   """On a regular language no other exact route applies: "auto" refuses in one line that
-  names the transfer route's missing method; the sampled route still serves the law."""
-  lang = lj.data.regular_builtins.even_pairs(length=WithMatrixPgf())
+  names the transfer route's missing method; the sampled route still serves the law. (Tomita
+  3: its label is not a function of counts and ends, so the count route does not apply.)"""
+  lang = lj.data.regular_builtins.tomita(3, length=WithMatrixPgf())
   with pytest.raises(ValueError) as caught:
     lj.risk_fn(lang, route="transfer")
   _assert_one_line_naming(str(caught.value), "matrix_pgf_derivatives", "transfer")
