@@ -303,5 +303,5 @@ def check_pi(d: int, pi) -> tuple[float, ...]:
   return tuple(float(x) for x in pi)
 
 
-__all__ = ["AutomatonLabels", "Language", "PresenceLabels", "check_alphabet", "check_language",
-           "check_pi", "missing", "presence_rate"]
+__all__ = ["AutomatonLabels", "CountLabels", "Language", "PresenceLabels", "check_alphabet",
+           "check_language", "check_pi", "missing", "presence_rate"]
