@@ -1,0 +1,312 @@
+"""Saddles on a run's plateaus and the time to leave them (docs/theory.md §10c).
+
+At a plateau θ of a run the exact Hessian ∇²R(θ) is formed densely (the dense path of
+lagjax/dynamics/sharpness.py: autodiff, then Jacobi rotations, never batched LAPACK) and,
+optionally, θ is first moved onto the critical point it approximates by Newton steps on
+∇R = 0 (the flat shift directions of the softmax, |λ| ≤ cutoff, left out). A most negative
+eigenvalue λ < −tol makes the plateau a saddle; its eigenvector is the unstable direction.
+
+Near the saddle the flow dθ/dt = −∇R(θ) moves a perturbation δ along that direction as
+δ(t) ≈ δ(0)·e^(|λ| t), so a run started at θ0 = ε·u (u a fixed unit vector) leaves the
+plateau, R dropping below a level, after
+
+    t_esc(ε) ≈ a + ln(1/ε) / |λ|,
+
+a the time to reach the plateau and to grow from the plateau's neighbourhood to the level.
+`escape_times` measures t_esc by lj.flow at several ε; `fit_escape_law` fits a and the
+slope by least squares on (ln(1/ε), t_esc) and compares the slope with 1/|λ|. From θ0 = 0
+exactly a run whose unstable direction leaves an invariant set (e.g. the reversal symmetry
+first ↔ last of a reversal-closed language) stays on the saddle; in float64 roundoff seeds
+it, and the escape time measures the roundoff, not the dynamics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from lagjax import validation
+from lagjax.data import languages
+from lagjax.dynamics import flow as flow_lib
+from lagjax.dynamics import plans, sharpness
+from lagjax.linalg import symmetric_eigh
+
+# Eigenvalues within this of 0 are the softmax's flat shift directions (exactly 0 in exact
+# arithmetic, ~1e-13 in float64 on the transfer route): Newton does not step along them.
+FLAT_CUTOFF = 1e-9
+
+
+@dataclasses.dataclass(frozen=True)
+class Saddle:
+  """The Hessian's verdict at a point (docs/theory.md §10c).
+
+  Attributes:
+    theta: the point examined (per-token parameters): the critical point Newton found from
+      the given θ, or θ itself without refinement.
+    risk: R(theta).
+    grad_norm: ‖∇R(theta)‖.
+    eigenvalues: the Hessian's eigenvalues at theta, ascending, (P,) numpy.
+    min_eigenvalue: the most negative (smallest) eigenvalue λ.
+    direction: its unit eigenvector, as parameters (the unstable direction when a saddle).
+    is_saddle: λ < −tol.
+    tol: the threshold.
+    displacement: ‖theta − θ_given‖, how far Newton moved (0 without refinement).
+
+  Example:
+    >>> risk = lambda p: (p[0] ** 2 - 1.0) ** 2 + p[1] ** 2   # a saddle at 0, minima at (±1, 0)
+    >>> found = lj.analysis.saddles.saddle(risk, jnp.array([0.1, 0.05]))
+    >>> found   # doctest: +ELLIPSIS
+    Saddle(R = 1, λ_min = -4, |∇R| = ..., a saddle; Newton moved 0.11)
+    >>> found.grad_norm < 1e-15, float(jnp.abs(found.theta).max()) < 1e-15
+    (True, True)
+  """
+
+  theta: object
+  risk: float
+  grad_norm: float
+  eigenvalues: np.ndarray
+  min_eigenvalue: float
+  direction: object
+  is_saddle: bool
+  tol: float
+  displacement: float
+
+  def __repr__(self) -> str:
+    kind = "a saddle" if self.is_saddle else "not a saddle"
+    return (f"Saddle(R = {self.risk:.12g}, λ_min = {self.min_eigenvalue:.6g}, "
+            f"|∇R| = {self.grad_norm:.2g}, {kind}; Newton moved {self.displacement:.2g})")
+
+
+def hessian_spectrum(risk: Callable, params):
+  """Eigenvalues (ascending) and unit eigenvectors (columns) of ∇²R(θ) over
+  `ravel_pytree(params)`: sharpness.dense_hessian, then Jacobi rotations (§5d, §10c).
+
+  Args:
+    risk: params -> scalar R (e.g. lj.risk_fn(lang, ...).risk).
+    params: the point θ (any pytree).
+
+  Returns:
+    (eigenvalues (P,), eigenvectors (P, P)) as numpy arrays.
+
+  Example:
+    >>> risk = lambda p: p[0] ** 2 - 3.0 * p[1] ** 2
+    >>> values, _ = lj.analysis.saddles.hessian_spectrum(risk, jnp.zeros(2))
+    >>> values.tolist()
+    [-6.0, 2.0]
+  """
+  values, vectors = jax.jit(lambda p: symmetric_eigh(sharpness.dense_hessian(risk, p)))(params)
+  return np.asarray(values), np.asarray(vectors)
+
+
+def critical_point(risk: Callable, params, *, steps: int = 20, gtol: float = 1e-13,
+                   cutoff: float = FLAT_CUTOFF):
+  """The critical point near θ by Newton steps on ∇R = 0 (docs/theory.md §10c): the step
+  −Σ_i (v_iᵀ∇R / λ_i) v_i over the Hessian's eigenpairs with |λ_i| > cutoff. Unlike a
+  minimiser it converges to saddles too (quadratically, from a plateau's point).
+
+  Args:
+    risk: params -> scalar R.
+    params: the starting point θ (a plateau's point).
+    steps: the most Newton steps, at least 1.
+    gtol: stop once ‖∇R‖ ≤ gtol.
+    cutoff: eigenvalues of modulus ≤ cutoff are flat directions, not stepped along.
+
+  Returns:
+    The critical point, a pytree like params.
+
+  Example:
+    >>> risk = lambda p: (p[0] ** 2 - 1.0) ** 2 + p[1] ** 2
+    >>> lj.analysis.saddles.critical_point(risk, jnp.array([0.9, 0.1])).round(12).tolist()
+    [1.0, 0.0]
+  """
+  steps = validation.check_int("steps", steps, 1)
+  flat, unravel = ravel_pytree(params)
+  flat_risk = lambda x: risk(unravel(x))   # noqa: E731 (one expression, used twice)
+  gradient = jax.jit(jax.grad(flat_risk))
+  spectrum = jax.jit(lambda x: symmetric_eigh(sharpness.dense_hessian(flat_risk, x)))
+  x = flat
+  for _ in range(steps):
+    grad = gradient(x)
+    if float(jnp.linalg.norm(grad)) <= gtol:
+      break
+    values, vectors = spectrum(x)
+    keep = jnp.abs(values) > cutoff
+    coefficients = jnp.where(keep, (vectors.T @ grad) / jnp.where(keep, values, 1.0), 0.0)
+    x = x - vectors @ coefficients
+  return unravel(x)
+
+
+def saddle(risk: Callable, params, *, tol: float = 1e-8, refine: bool = True,
+           steps: int = 20) -> Saddle:
+  """Whether θ (a plateau's point) is a saddle of R: the exact Hessian's spectrum at the
+  critical point Newton finds from θ (or at θ itself, refine=False), a saddle iff its most
+  negative eigenvalue λ < −tol (docs/theory.md §10c).
+
+  Args:
+    risk: params -> scalar R (e.g. lj.risk_fn(lang, positions="first_last").risk).
+    params: the point θ, per-token parameters as lj.flow returns them.
+    tol: the threshold on λ, > 0.
+    refine: move θ onto the nearby critical point first (`critical_point`).
+    steps: the most Newton steps of the refinement.
+
+  Returns:
+    A Saddle.
+
+  Example:
+    >>> risk = lambda p: (p[0] ** 2 - 1.0) ** 2 + p[1] ** 2
+    >>> found = lj.analysis.saddles.saddle(risk, jnp.array([0.9, 0.1]))   # the minimum (1, 0)
+    >>> found.is_saddle, found.eigenvalues.round(12).tolist()
+    (False, [2.0, 8.0])
+  """
+  tol = validation.check_real("tol", tol, minimum=0.0, strict=True)
+  point = critical_point(risk, params, steps=steps) if refine else params
+  values, vectors = hessian_spectrum(risk, point)
+  flat, unravel = ravel_pytree(point)
+  value, grad = jax.jit(jax.value_and_grad(lambda x: risk(unravel(x))))(flat)
+  displacement = float(jnp.linalg.norm(flat - ravel_pytree(params)[0]))
+  return Saddle(point, float(value), float(jnp.linalg.norm(grad)), values, float(values[0]),
+                unravel(jnp.asarray(vectors[:, 0])), bool(values[0] < -tol), tol, displacement)
+
+
+def unit_direction(template, seed: int = 0):
+  """A fixed seeded unit vector u in the parameters' space: numpy's default_rng(seed)
+  normal draws over `ravel_pytree(template)`, normalised (docs/theory.md §10c).
+
+  Args:
+    template: parameters of the layout (e.g. lj.init_params(2, positions="first_last")).
+    seed: the seed, ≥ 0.
+
+  Returns:
+    u, a pytree like template with ‖u‖ = 1.
+
+  Example:
+    >>> u = lj.analysis.saddles.unit_direction(lj.init_params(2), seed=0)
+    >>> round(sum(float(jnp.sum(leaf ** 2)) for leaf in jax.tree.leaves(u)), 12)   # ‖u‖²
+    1.0
+  """
+  seed = validation.check_int("seed", seed, 0)
+  flat, unravel = ravel_pytree(template)
+  draw = np.random.default_rng(seed).standard_normal(flat.shape[0])
+  return unravel(jnp.asarray(draw / np.linalg.norm(draw)))
+
+
+def escape_times(lang: languages.Language, template, epsilons: Sequence[float], *,
+                 level: float, t1: float, seed: int = 0, plan=None,
+                 **flow_options) -> np.ndarray:
+  """The time R first falls to `level` under lj.flow from θ0 = ε·u, at each ε, with u =
+  unit_direction(template, seed) (docs/theory.md §10c). Every run shares one compilation
+  (tied=False, the same shapes): per-token parameters, whose flow is −∇R.
+
+  Args:
+    lang: the language.
+    template: parameters of the layout (lj.init_params(d, ...)); only its shapes are read.
+    epsilons: the perturbation sizes ε ≥ 0 (0 is θ0 = 0, where only roundoff leaves an
+      invariant set).
+    level: the risk level that marks the escape (> 0), below the plateau.
+    t1: the longest time a run flows.
+    seed: the seed of u.
+    plan: the plan (default lj.plans.joint(1.0, t1), the flow dθ/dt = −∇R).
+    **flow_options: passed to lj.flow (rtol, atol, num_records, route, ...).
+
+  Returns:
+    (len(epsilons),) escape times, NaN where R stayed above level until t1.
+
+  Example:
+    >>> lang = lj.occurrence(3)   # no saddle: from any small θ0 R falls below 0.3 by t ≈ 3
+    >>> times = lj.analysis.saddles.escape_times(lang, lj.init_params(3), [1e-6, 0.0],
+    ...                                          level=0.3, t1=20.0, num_records=8)
+    >>> bool(abs(times[0] - times[1]) < 1e-4)
+    True
+  """
+  level = validation.check_real("level", level, minimum=0.0, strict=True)
+  t1 = validation.check_real("t1", t1, minimum=0.0, strict=True)
+  sizes = [validation.check_real("epsilons entries", e, minimum=0.0) for e in epsilons]
+  direction = unit_direction(template, seed)
+  plan = plans.joint(1.0, t1) if plan is None else plan
+  options = {"tied": False, **flow_options}
+  times = []
+  for size in sizes:
+    theta0 = jax.tree_util.tree_map(lambda u, s=size: s * u, direction)
+    run = flow_lib.flow(lang, plan, theta0, t1=t1, epsilon=level, **options)
+    times.append(float(run.summary["tau_eps"]))
+  return np.array(times)
+
+
+@dataclasses.dataclass(frozen=True)
+class EscapeLaw:
+  """t_esc ≈ a + slope·ln(1/ε) fitted by least squares (docs/theory.md §10c).
+
+  Attributes:
+    intercept: a.
+    slope: the fitted slope; 1/|λ| in theory.
+    slope_ratio: slope·|λ| (NaN without λ): 1 when the law holds.
+    max_residual: the largest |t_esc − fit| over the points.
+    num_points: how many (ε, t_esc) pairs.
+
+  Example:
+    >>> law = lj.analysis.saddles.fit_escape_law([1e-4, 1e-8, 1e-12], [600.0, 1100.0, 1600.0])
+    >>> round(law.slope, 3), round(law.intercept, 1)
+    (54.287, 100.0)
+  """
+
+  intercept: float
+  slope: float
+  slope_ratio: float
+  max_residual: float
+  num_points: int
+
+
+def fit_escape_law(epsilons: Sequence[float], times: Sequence[float],
+                   eigenvalue: float | None = None) -> EscapeLaw:
+  """Fits t_esc = a + slope·ln(1/ε) to measured escape times by least squares and compares
+  the slope with 1/|λ| (docs/theory.md §10c).
+
+  Args:
+    epsilons: the perturbation sizes, ≥ 3 distinct values in (0, 1).
+    times: the escape time at each (finite).
+    eigenvalue: the saddle's most negative eigenvalue λ < 0, or None.
+
+  Returns:
+    An EscapeLaw; slope_ratio = slope·|λ|.
+
+  Raises:
+    ValueError: one line naming the field, for fewer than 3 distinct ε in (0, 1), lengths that
+      differ, a non-finite time (a run that never escaped), or λ ≥ 0.
+
+  Example:
+    >>> # the escape law of a linear saddle with λ = -0.02: t = 10 + ln(1/ε)/0.02
+    >>> eps = np.array([1e-4, 1e-6, 1e-8])
+    >>> law = lj.analysis.saddles.fit_escape_law(eps, 10 + np.log(1 / eps) / 0.02, -0.02)
+    >>> round(law.slope, 9), round(law.slope_ratio, 9), round(law.intercept, 9)
+    (50.0, 1.0, 10.0)
+  """
+  epsilons = np.asarray(epsilons, np.float64)
+  times = np.asarray(times, np.float64)
+  if epsilons.ndim != 1 or times.shape != epsilons.shape:
+    raise ValueError(f"epsilons and times must be 1-D of one length; got shapes "
+                     f"{epsilons.shape} and {times.shape}.")
+  if not (np.all((epsilons > 0) & (epsilons < 1)) and np.unique(epsilons).size >= 3):
+    raise ValueError(f"epsilons must hold at least 3 distinct values in (0, 1); got "
+                     f"{epsilons.tolist()}.")
+  if not np.all(np.isfinite(times)):
+    raise ValueError(f"times must be finite (a NaN is a run that never escaped); got "
+                     f"{times.tolist()}.")
+  ratio = np.nan
+  if eigenvalue is not None:
+    eigenvalue = validation.check_real("eigenvalue", eigenvalue, maximum=0.0, strict_max=True)
+  logs = np.log(1.0 / epsilons)
+  design = np.stack([np.ones_like(logs), logs], axis=1)
+  (intercept, slope), *_ = np.linalg.lstsq(design, times, rcond=None)
+  if eigenvalue is not None:
+    ratio = float(slope * abs(eigenvalue))
+  residual = float(np.max(np.abs(design @ np.array([intercept, slope]) - times)))
+  return EscapeLaw(float(intercept), float(slope), ratio, residual, int(epsilons.size))
+
+
+__all__ = ["FLAT_CUTOFF", "EscapeLaw", "Saddle", "critical_point", "escape_times",
+           "fit_escape_law", "hessian_spectrum", "saddle", "unit_direction"]

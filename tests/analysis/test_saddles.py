@@ -1,0 +1,97 @@
+"""Saddles and their escape law (docs/theory.md §10c): the Hessian's spectrum against LAPACK,
+Newton onto saddles, the escape-law fit on exact data, and (slow) issue 38's check on
+Tomita 4 with position tables."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+
+import lagjax as lj
+from lagjax.analysis import saddles
+
+
+def _double_well(p):
+  """(x² − 1)² + y² + x y³: a saddle at 0 (eigenvalues -4, 2), minima near (±1, 0)."""
+  return (p["x"] ** 2 - 1.0) ** 2 + p["y"] ** 2 + p["x"] * p["y"] ** 3
+
+
+def test_newton_lands_on_the_saddle_and_reads_its_unstable_direction():
+  found = saddles.saddle(_double_well, {"x": jnp.float64(0.2), "y": jnp.float64(-0.1)})
+  assert found.is_saddle
+  assert found.grad_norm < 1e-13 and found.displacement > 0.2
+  np.testing.assert_allclose(found.eigenvalues, [-4.0, 2.0], atol=1e-12)
+  assert abs(abs(float(found.direction["x"])) - 1.0) < 1e-12
+
+
+def test_a_minimum_is_not_a_saddle_and_unrefined_points_stay_put():
+  found = saddles.saddle(_double_well, {"x": jnp.float64(0.9), "y": jnp.float64(0.05)})
+  assert not found.is_saddle and found.min_eigenvalue > 1.0
+  assert abs(float(found.theta["x"]) - 1.0) < 1e-10
+  at = saddles.saddle(_double_well, {"x": jnp.float64(0.2), "y": jnp.float64(0.0)},
+                      refine=False)
+  assert at.displacement == 0.0 and float(at.theta["x"]) == 0.2
+  # Hessian at (0.2, 0): diag(12·0.04 − 4, 2) = diag(-3.52, 2).
+  np.testing.assert_allclose(at.eigenvalues, [-3.52, 2.0], atol=1e-12)
+
+
+def test_spectrum_matches_lapack_on_a_random_quadratic():
+  """Jacobi on the autodiff Hessian against numpy's eigvalsh of the matrix itself, to 1e-12
+  (both backward stable: errors ~ P·ε·‖A‖)."""
+  rng = np.random.default_rng(0)
+  root = rng.standard_normal((7, 7))
+  matrix = root + root.T
+  risk = lambda x: 0.5 * x @ jnp.asarray(matrix) @ x   # noqa: E731
+  values, vectors = saddles.hessian_spectrum(risk, jnp.asarray(rng.standard_normal(7)))
+  np.testing.assert_allclose(values, np.linalg.eigvalsh(matrix), atol=1e-12)
+  np.testing.assert_allclose(vectors.T @ vectors, np.eye(7), atol=1e-12)
+
+
+def test_escape_law_fit_recovers_an_exact_line_and_refuses_bad_input():
+  eps = np.array([1e-3, 1e-5, 1e-7, 1e-9])
+  law = saddles.fit_escape_law(eps, 42.0 + np.log(1.0 / eps) / 0.0195, eigenvalue=-0.0195)
+  assert abs(law.slope - 1 / 0.0195) < 1e-9 and abs(law.intercept - 42.0) < 1e-8
+  assert abs(law.slope_ratio - 1.0) < 1e-12 and law.max_residual < 1e-9
+  bent = saddles.fit_escape_law(eps, 42.0 + np.log(1.0 / eps) / 0.0195 + [0, 30, 0, 0])
+  assert bent.max_residual > 10 and np.isnan(bent.slope_ratio)
+  with pytest.raises(ValueError, match="at least 3 distinct values in"):
+    saddles.fit_escape_law([1e-4, 1e-8, 0.0], [1.0, 2.0, 3.0])
+  with pytest.raises(ValueError, match="times must be finite"):
+    saddles.fit_escape_law(eps, [1.0, 2.0, np.nan, 3.0])
+  with pytest.raises(ValueError, match="eigenvalue must be a finite real < 0"):
+    saddles.fit_escape_law(eps, [1.0, 2.0, 3.0, 4.0], eigenvalue=0.01)
+
+
+def test_unit_direction_is_seeded():
+  template = lj.init_params(2, positions="first_last")
+  first = ravel_pytree(saddles.unit_direction(template, seed=3))[0]
+  assert abs(float(jnp.linalg.norm(first)) - 1.0) < 1e-15
+  np.testing.assert_array_equal(first, ravel_pytree(saddles.unit_direction(template, 3))[0])
+  assert not np.allclose(first, ravel_pytree(saddles.unit_direction(template, 4))[0])
+
+
+@pytest.mark.slow
+def test_tomita_4_with_positions_is_a_saddle_left_at_the_rate_its_eigenvalue_says():
+  """Issue 38: gradient flow from 0 on Tomita 4 (CLS query, position tables) stalls at
+  R ≈ 0.2368, a saddle. Its most negative eigenvalue matches LAPACK on a forward-over-reverse
+  Hessian to 1e-8 (both backward stable; the Hessian's norm is ~1.3), and the escape times
+  from θ0 = ε·u at ε = 1e-4, 1e-6, 1e-8 grow like ln(1/ε)/|λ| within 10 %."""
+  lang = lj.data.regular_builtins.tomita(4)
+  template = lj.init_params(2, positions="first_last")
+  plateau = lj.flow(lang, lj.plans.joint(1.0, 1500.0), template, num_records=8, tied=False)
+  risk = lj.risk_fn(lang, positions="first_last").risk
+  found = saddles.saddle(risk, plateau.params)
+  assert found.is_saddle and abs(found.risk - 0.2368) < 1e-3 and found.grad_norm < 1e-12
+  flat, unravel = ravel_pytree(found.theta)
+  dense = jax.jit(jax.jacfwd(jax.jacrev(lambda x: risk(unravel(x)))))(flat)
+  lapack = np.linalg.eigvalsh(0.5 * (np.asarray(dense) + np.asarray(dense).T))
+  assert abs(found.min_eigenvalue - lapack[0]) < 1e-8
+  assert -0.03 < found.min_eigenvalue < -0.01
+  # The unstable direction breaks the reversal symmetry: first and last tables move apart.
+  direction = found.direction
+  np.testing.assert_allclose(direction["alpha_first"], -direction["alpha_last"], atol=1e-8)
+  eps = np.array([1e-4, 1e-6, 1e-8])
+  times = saddles.escape_times(lang, template, eps, level=0.23, t1=3000.0, num_records=16)
+  law = saddles.fit_escape_law(eps, times, found.min_eigenvalue)
+  assert abs(law.slope_ratio - 1.0) < 0.1, (times, law)
