@@ -36,6 +36,14 @@ def test_a_minimum_is_not_a_saddle_and_unrefined_points_stay_put():
   np.testing.assert_allclose(at.eigenvalues, [-3.52, 2.0], atol=1e-12)
 
 
+@pytest.mark.parametrize("curvature, expected", [(-2e-6, True), (-2e-9, False), (2e-9, False)])
+def test_the_saddle_threshold_is_tol(curvature, expected):
+  """λ < −tol (1e-8) is a saddle; an eigenvalue within tol of 0 either side is not."""
+  risk = lambda p: 0.5 * curvature * p[0] ** 2 + p[1] ** 2   # noqa: E731
+  found = saddles.saddle(risk, jnp.zeros(2), refine=False)
+  assert found.is_saddle is expected and abs(found.min_eigenvalue - curvature) < 1e-15
+
+
 def test_spectrum_matches_lapack_on_a_random_quadratic():
   """Jacobi on the autodiff Hessian against numpy's eigvalsh of the matrix itself, to 1e-12
   (both backward stable: errors ~ P·ε·‖A‖)."""
@@ -53,8 +61,11 @@ def test_escape_law_fit_recovers_an_exact_line_and_refuses_bad_input():
   law = saddles.fit_escape_law(eps, 42.0 + np.log(1.0 / eps) / 0.0195, eigenvalue=-0.0195)
   assert abs(law.slope - 1 / 0.0195) < 1e-9 and abs(law.intercept - 42.0) < 1e-8
   assert abs(law.slope_ratio - 1.0) < 1e-12 and law.max_residual < 1e-9
-  bent = saddles.fit_escape_law(eps, 42.0 + np.log(1.0 / eps) / 0.0195 + [0, 30, 0, 0])
+  bent_times = 42.0 + np.log(1.0 / eps) / 0.0195 + [0, 30, 0, 0]
+  bent = saddles.fit_escape_law(eps, bent_times)
   assert bent.max_residual > 10 and np.isnan(bent.slope_ratio)
+  slope, intercept = np.polyfit(np.log(1.0 / eps), bent_times, 1)   # least squares, again
+  assert abs(bent.slope - slope) < 1e-9 and abs(bent.intercept - intercept) < 1e-8
   with pytest.raises(ValueError, match="at least 3 distinct values in"):
     saddles.fit_escape_law([1e-4, 1e-8, 0.0], [1.0, 2.0, 3.0])
   with pytest.raises(ValueError, match="times must be finite"):
