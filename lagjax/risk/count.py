@@ -258,6 +258,39 @@ def enumeration(lang, partition: partition_lib.Partition, law, pi, tol: float,
                           float(law.tail(n_max)) + dropped, n_max)
 
 
+def checked_enumeration(lang, partition: partition_lib.Partition | None,
+                        layout: direct.Layout, tol: float, max_vectors: int = MAX_VECTORS):
+  """`enumeration` for a language's own π and length law, after the checks every consumer
+  needs, each failing in one line naming the field: the length law's methods and finite
+  mean, tol in (0, 1), an enumeration within max_vectors (§3g).
+
+  Args:
+    lang: a language with CountLabels.
+    partition: the token groups; None means one group per token.
+    layout: the model's parts (§2b).
+    tol: the probability mass that may be left out.
+    max_vectors: the most count vectors enumerated.
+
+  Returns:
+    (partition, CountEnumeration).
+
+  Example:
+    >>> lang = lj.data.counting.majority(length=lj.fixed(3))
+    >>> partition, enum = lj.risk.count.checked_enumeration(lang, None, lj.models.direct.PLAIN,
+    ...                                                     1e-12)
+    >>> partition.num_groups, enum.counts.shape, enum.tail
+    (2, (4, 2), 0.0)
+  """
+  CountRoute().check_length_law(lang)
+  validation.check_real("tol", tol, minimum=0.0, strict=True, maximum=1.0, strict_max=True)
+  check_length_mean(lang.length)
+  partition = partition or partition_lib.singletons(lang.d)
+  reason = size_reason(partition.num_groups, lang.length, tol, max_vectors)
+  if reason is not None:
+    raise ValueError(f"{reason}.")
+  return partition, enumeration(lang, partition, lang.length, lang.pi_array, tol, layout)
+
+
 def _row_params(scores, values, row: int, size: int, cls: bool):
   """The plain params of one query row of the entry table: its first `size` entries and
   the CLS entry (last)."""
@@ -391,16 +424,6 @@ class CountRoute(base.RouteSpec):
     partition = partition or partition_lib.singletons(lang.d)
     return size_reason(partition.num_groups, lang.length, tol)
 
-  def _enumeration(self, lang, partition, layout, tol, max_vectors):
-    self.check_length_law(lang)
-    validation.check_real("tol", tol, minimum=0.0, strict=True, maximum=1.0, strict_max=True)
-    check_length_mean(lang.length)
-    partition = partition or partition_lib.singletons(lang.d)
-    reason = size_reason(partition.num_groups, lang.length, tol, max_vectors)
-    if reason is not None:
-      raise ValueError(f"{reason}.")
-    return partition, enumeration(lang, partition, lang.length, lang.pi_array, tol, layout)
-
   def build(self, lang: languages.Language, partition: partition_lib.Partition | None = None, *,
             loss="squared", layout: direct.Layout = direct.PLAIN, key=None,
             tol: float = 1e-12, max_vectors: int = MAX_VECTORS,
@@ -444,7 +467,7 @@ class CountRoute(base.RouteSpec):
     """
     del key
     weight_pos, weight_neg = class_weights_of(lang, class_weights)
-    partition, enum = self._enumeration(lang, partition, layout, tol, max_vectors)
+    partition, enum = checked_enumeration(lang, partition, layout, tol, max_vectors)
     loss_fn = base.get_loss(loss)
     positive, negative = weight_pos * enum.positive, weight_neg * enum.negative
 
@@ -479,7 +502,8 @@ class CountRoute(base.RouteSpec):
       >>> round(float(H.sum()), 6), round(float(g.sum()), 6)
       (1.0, -0.5)
     """
-    _, enum = self._enumeration(lang, partition, direct.Layout(cls=cls), tol, max_vectors)
+    _, enum = checked_enumeration(lang, partition, direct.Layout(cls=cls), tol,
+                                   max_vectors)
     counts = enum.counts
     if cls:
       counts = jnp.concatenate([counts, jnp.ones((counts.shape[0], 1))], axis=1)
@@ -493,6 +517,7 @@ class CountRoute(base.RouteSpec):
     return moments
 
 
-__all__ = ["CountEnumeration", "CountRoute", "MAX_VECTORS", "check_length_mean", "end_pairs",
+__all__ = ["CountEnumeration", "CountRoute", "MAX_VECTORS", "check_length_mean",
+           "checked_enumeration", "end_pairs",
            "class_weights_of", "entry_counts", "enumeration", "label_probabilities", "outputs",
            "size_reason"]

@@ -7,8 +7,10 @@ A minibatch of B fresh strings estimates ∇R(θ) = E ∇ℓ(θ; x) with covaria
 
 For a language whose labels follow from the presence of letters, the plain model's output
 and its gradient depend on a string only through its count vector, so the lattice route's
-enumeration (§3b) gives both moments exactly, up to the mass it leaves out (≤ tol). For
-any other language or layout, Σ is estimated from sampled strings (§3c), with the
+enumeration (§3b) gives both moments exactly, up to the mass it leaves out (≤ tol). For a
+language with CountLabels, in any layout, the count route's enumeration of (c, a, b)
+(§3g) does the same: the strings of one slot share f and ∇f, and their labels split as
+q : 1 - q. For any other language, Σ is estimated from sampled strings (§3c), with the
 standard error of every entry.
 """
 
@@ -25,7 +27,7 @@ from lagjax import validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.models import direct
-from lagjax.risk import base, lattice, sampled
+from lagjax.risk import base, count, lattice, sampled
 
 
 class GradientNoise(NamedTuple):
@@ -75,6 +77,31 @@ def _exact(lang, params, loss_fn, partition, tol):
                        float(enum.tail), 0)
 
 
+def _exact_count(lang, params, loss_fn, partition, tol):
+  """Σ from the count route's slots (§3g): ∇ℓ(f, y) = ℓ'(f, y) ∇f, with ∇f of every slot by
+  forward mode over the few parameters, and the slot's masses P₊, P₋ of y = ±1."""
+  _, enum = count.checked_enumeration(lang, partition, direct.layout(params), tol)
+  flat, unravel = ravel_pytree(params)
+
+  @jax.jit
+  def moments(flat):
+    def outputs(x):
+      return count.outputs(unravel(x), enum).reshape(-1)
+
+    f, jacobian = outputs(flat), jax.jacfwd(outputs)(flat)            # (M,), (M, P)
+    mean, second = 0.0, 0.0
+    for label, masses in ((1.0, enum.positive), (-1.0, enum.negative)):
+      slope = jax.vmap(jax.grad(loss_fn), in_axes=(0, None))(f, label)
+      grads = slope[:, None] * jacobian
+      masses = masses.reshape(-1)
+      mean = mean + masses @ grads
+      second = second + (grads * masses[:, None]).T @ grads
+    return mean, second
+
+  mean, second = moments(flat)
+  return GradientNoise(mean, second - jnp.outer(mean, mean), None, True, float(enum.tail), 0)
+
+
 def _sampled(lang, params, loss_fn, num_samples, key):
   grads, weights = [], []
   for batch in sampled.sample_batches(key, lang, num_samples):
@@ -103,8 +130,9 @@ def gradient_noise(lang: languages.Language, params, *, loss="squared",
   "exact" enumerates count vectors (the lattice route's `enumeration`): for languages with
   PresenceLabels and the plain model (CLS query, no position tables; the CLS token
   allowed), on the token groups of `partition` (params then hold one value per group: the
-  noise of the tied model's gradient). "sampled" draws `num_samples` strings (§3c) and
-  gives each entry's standard error. "auto" takes "exact" where it applies.
+  noise of the tied model's gradient); and for languages with CountLabels in any layout,
+  by the count route's enumeration of (c, a, b) (§3g). "sampled" draws `num_samples`
+  strings (§3c) and gives each entry's standard error. "auto" takes "exact" where it applies.
 
   Args:
     lang: the language.
@@ -141,18 +169,22 @@ def gradient_noise(lang: languages.Language, params, *, loss="squared",
     raise ValueError(f"tol must lie in (0, 1); got {tol!r}.")
   loss_fn = base.get_loss(loss)
   layout = direct.layout(params)
-  enumerable = isinstance(lang, languages.PresenceLabels) and layout.plain
+  presence = isinstance(lang, languages.PresenceLabels) and layout.plain
+  enumerable = presence or isinstance(lang, languages.CountLabels)
   if method == "exact" and not enumerable:
     raise ValueError("method 'exact' enumerates count vectors: it needs a language with "
-                     "PresenceLabels and the plain model (CLS query, no position tables); "
-                     f"got {lang.describe()} with {layout}. Use method='sampled'.")
+                     "PresenceLabels and the plain model (CLS query, no position tables), or "
+                     f"one with CountLabels; got {lang.describe()} with {layout}. Use "
+                     "method='sampled'.")
   if method == "sampled" or not enumerable:
     if partition is not None:
       raise ValueError("partition applies to method 'exact' only; pass per-token params.")
     validation.check_int("num_samples", num_samples, 2, integral_floats=True)
     return _sampled(lang, params, loss_fn, int(num_samples),
                     jax.random.key(0) if key is None else key)
-  return _exact(lang, params, loss_fn, partition, tol)
+  if presence:
+    return _exact(lang, params, loss_fn, partition, tol)
+  return _exact_count(lang, params, loss_fn, partition, tol)
 
 
 __all__ = ["GradientNoise", "gradient_noise"]
