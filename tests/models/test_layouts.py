@@ -115,6 +115,7 @@ def test_forward_tokens_follows_the_definition(layout):
   np.testing.assert_allclose(f, expected, rtol=0, atol=1e-14)
 
 
+@jax.jit
 def padded_route(params, law, automaton):
   """((risk, grid covered), grad) of the transfer route at params, on an automaton as arrays,
   under a traced length law (lj.fixed(n)). One compilation per layout and alphabet size
