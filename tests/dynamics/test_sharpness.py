@@ -50,9 +50,10 @@ def test_hessian_vector_product_is_the_hessian_times_v():
   risk = lambda p: jnp.sum(p["a"] ** 3) + p["a"][0] * p["b"] ** 2
   params = {"a": jnp.array([1.0, 2.0]), "b": jnp.array(3.0)}
   v = jnp.array([0.5, -1.0, 2.0])
-  expected = sharpness.dense_hessian(risk, params) @ v
-  np.testing.assert_allclose(sharpness.hessian_vector_product(risk, params)(v), expected,
-                             rtol=1e-14)
+  # Jitted: two programs instead of ~80 single-operation compiles.
+  expected = jax.jit(lambda theta: sharpness.dense_hessian(risk, theta))(params) @ v
+  product = jax.jit(lambda theta, u: sharpness.hessian_vector_product(risk, theta)(u))
+  np.testing.assert_allclose(product(params, v), expected, rtol=1e-14)
 
 
 def test_first_unstable_record():
