@@ -10,17 +10,22 @@ per-token gradient (the tied gradient divided by the group size, §3b), the vect
 whose explicit Euler steps of size η are lj.train's GD steps. So GD at η for t/η steps
 follows the flow at time t up to O(η).
 
-The ODE is solved by diffrax: by default the stiff, L-stable ESDIRK method Kvaerno5 with
-an adaptive PI step-size controller (rtol, atol), its Newton Jacobian (the Hessian, a
-few dozen parameters at most) by autodiff. The step-size controller is told the phase
-boundaries (jump_ts), so steps end on them: a phase's rates never leak into its
-neighbour, and a plan's whole run is one diffeqsolve, one compiled program. Durations,
-rates, t1 and ε are traced, so a second flow on the same language, layout, options and
-number of phases does not recompile. docs/decisions/gradient-flow-solver.md says why
-diffrax and this solver.
+By default the ODE is solved by Rodas5P (lagjax/dynamics/rosenbrock.py), a stiff,
+L-stable, linearly implicit Rosenbrock method of order 5: one exact Jacobian (the Hessian,
+a few dozen parameters at most, by autodiff) per step and linear solves, no Newton
+iterations, with an adaptive step-size controller (rtol, atol). Steps end exactly on the
+phase boundaries: a phase's rates never leak into its neighbour, and a plan's whole run is
+one solve in one compiled program. The route appears in that program a few times only
+(the solver's linearised and plain vector field, one loop over the records, two
+bisections), which keeps its compilation near the GD program's. diffrax's ESDIRK methods
+(Kvaerno5 with a PI controller, one diffeqsolve with jump_ts) and explicit methods stay
+available by name (`solver`), for cross-checks. Durations, rates, t1 and ε are traced, so a
+second flow on the same language, layout, options and number of phases does not recompile.
+docs/decisions/gradient-flow-solver.md says why this solver.
 
-Events: R ≤ ε ends the run at τ_ε (the event stops the solver at the end of the step
-where it fires; τ_ε is bisected on the dense output and the run's end set there);
+Events: R ≤ ε ends the run at τ_ε (the solver stops at the end of the step where R ≤ ε;
+R never rises along the flow, so τ_ε lies in that step: it is bisected on the dense output
+there and the run's end set there);
 a non-finite risk or gradient, or a risk above `max_risk`, ends it too, marked
 diverged with the reason (`status`), never an exception. Half-progress times of each
 group and the plateau exit (below) are located on the dense output by bisection.
@@ -40,17 +45,18 @@ from jax.flatten_util import ravel_pytree
 from lagjax import models, validation
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
-from lagjax.dynamics import output_phase, plans, runner, train
+from lagjax.dynamics import output_phase, plans, rosenbrock, runner, train
 from lagjax.dynamics.trajectory import Trajectory
 from lagjax.models import direct
 from lagjax.risk import coverage
 from lagjax.risk import moments as moments_lib
 from lagjax.risk import risk_fn as build_route
 
-# The solvers by name. The implicit ones (ESDIRK, L-stable) suit the stiff late phase of
-# attention training, where the Hessian's spread grows with the scores; the explicit ones
-# suit short non-stiff runs.
-SOLVERS = {"kvaerno5": diffrax.Kvaerno5, "kvaerno4": diffrax.Kvaerno4,
+# The solvers by name. The implicit ones (Rosenbrock and ESDIRK, L-stable) suit the stiff
+# late phase of attention training, where the Hessian's spread grows with the scores; the
+# explicit ones suit short non-stiff runs. "rodas5p" is lagjax's own (rosenbrock.py), the
+# others diffrax's.
+SOLVERS = {"rodas5p": None, "kvaerno5": diffrax.Kvaerno5, "kvaerno4": diffrax.Kvaerno4,
            "kvaerno3": diffrax.Kvaerno3, "tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5}
 IMPLICIT = ("kvaerno5", "kvaerno4", "kvaerno3")
 RECORDS = ("geometric", "uniform")
@@ -69,9 +75,13 @@ GRID_MARGIN = 0.9
 # The plateau level at time t is the risk a decade earlier, R(t/10): the run leaves a
 # plateau when R(t) <= (1 - plateau_drop)·R(t/10).
 PLATEAU_WINDOW = 10.0
-# Bisection steps of τ_ε, the half-times and the plateau exit: 2^-40 ≈ 1e-12 of a record gap,
-# far below the solver's tolerance, at 5 risk evaluations a step.
+# Bisection steps of τ_ε (in the solver's last step), the half-times and the plateau exit
+# (between two records): 2^-40 ≈ 1e-12 of the bracket, far below the solver's tolerance, at
+# one risk evaluation a step for τ_ε and two for the plateau exit (the half-times read the
+# dense output alone).
 BISECTION_STEPS = 40
+# τ_ε on the exact linear path is bisected on [0, t_end]: 2^-64 of it.
+LINEAR_BISECTION_STEPS = 64
 # The Newton (chord) iterations of the implicit stages stop at NEWTON_KAPPA·tolerance. The
 # default 0.01 fails to converge often at large steps, and each failure rejects the step: on
 # the 17-parameter even-pairs flow to 10⁶, kappa 0.01 / 0.1 / 0.5 took 992 / 606 / 467 steps
@@ -132,7 +142,7 @@ def _bisect(levels, crossed, times, t_end):
 
 def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
               num_phases: int, loss="squared", route="auto",
-              layout: direct.Layout = direct.PLAIN, solver: str = "kvaerno5",
+              layout: direct.Layout = direct.PLAIN, solver: str = "rodas5p",
               rtol: float = 1e-8, atol: float = 1e-10, num_records: int = 64,
               records: str = "geometric", record_steps=None,
               max_risk: float = runner.MAX_VALUE, max_steps: int = 16_384,
@@ -197,7 +207,7 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
     points_needed = coverage.needed_fn(lang)
   else:
     grid_size, points_needed = np.inf, lambda params: jnp.array(0.0)
-  risk_of, report = population.risk, population.report
+  risk_of = population.risk
   sizes = jnp.asarray(partition.sizes)
   value_and_grad = jax.value_and_grad(risk_of)
   controller = diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=PCOEFF, icoeff=ICOEFF)
@@ -214,7 +224,7 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
     metric = jnp.asarray(partition.metric(layout.cls))
   solver_instance = (SOLVERS[solver](root_finder=diffrax.VeryChord(rtol=rtol, atol=atol,
                                                                     kappa=NEWTON_KAPPA))
-                     if solver in IMPLICIT else SOLVERS[solver]())
+                     if solver in IMPLICIT else None if solver == "rodas5p" else SOLVERS[solver]())
 
   def run(theta0, data: plans.FlowData, t1, epsilon, plateau_drop, times=None) -> Trajectory:
     y0, unravel = ravel_pytree(theta0)
@@ -237,11 +247,11 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
     def vector_field(t, y, args):
       return -coordinate_rates[phase_of(t)] * per_token_gradient(y)[1]
 
-    def ends_the_run(t, y, args, **kwargs):
+    def ends_the_run(t, y, args, value=None, **kwargs):
       # One risk evaluation per step decides both events; which one fired is read from
       # the final state (a boolean event ends the step in which it fires).
       params = unravel(y)
-      value = risk_of(params)
+      value = risk_of(params) if value is None else value
       return (~jnp.isfinite(value) | (value > max_risk) | (value <= epsilon)
               | (points_needed(params) >= GRID_MARGIN * grid_size))
 
@@ -279,6 +289,27 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
       y_stop = evaluate(t1)
       stopped, solver_failed = risk_of(unravel(y_stop)) <= epsilon, jnp.array(False)
       stats = {"num_accepted_steps": jnp.array(0), "num_rejected_steps": jnp.array(0)}
+      last_step_start = None
+    elif solver == "rodas5p":
+      def field(t, y):
+        value, gradient = per_token_gradient(y)
+        return value, -coordinate_rates[phase_of(t)] * gradient
+
+      def stop(value, f, y):
+        # A non-finite gradient ends the run too (status NONFINITE_GRADIENT below).
+        return ends_the_run(None, y, None, value=value) | ~jnp.all(jnp.isfinite(f))
+
+      solution = rosenbrock.solve(field, y0, t1, inner, stop, rtol=rtol, atol=atol,
+                                  max_steps=max_steps)
+      t_stop = solution.t_final
+      raw_ys = jax.vmap(solution.evaluate)(jnp.clip(times, 0.0, t_stop))
+      y_stop = jnp.where(trained, solution.y_final, y0)
+      stopped = solution.result == rosenbrock.STOPPED
+      solver_failed = solution.result == rosenbrock.FAILED
+      evaluate = solution.evaluate
+      stats = {"num_accepted_steps": solution.num_accepted,
+               "num_rejected_steps": solution.num_rejected}
+      last_step_start = solution.ts[jnp.maximum(solution.num_accepted - 1, 0)]
     else:
       step_controller = (controller if num_phases == 1 else
                          diffrax.ClipStepSizeController(controller, jump_ts=inner))
@@ -295,7 +326,13 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
       stopped = solution.result == diffrax.RESULTS.event_occurred
       solver_failed = ~((solution.result == diffrax.RESULTS.successful) | stopped)
       evaluate, stats = solution.evaluate, solution.stats
-    end_value, end_gradient = per_token_gradient(y_stop)
+      steps_taken = solution.interpolation
+      last_step_start = steps_taken.ts[jnp.maximum(steps_taken.ts_size - 2, 0)]
+    if solver == "rodas5p" and not linear:
+      # The solver evaluated the end state (its last Jacobian): no further copy of the route.
+      end_value, end_gradient = solution.value_final, solution.f_final
+    else:
+      end_value, end_gradient = per_token_gradient(y_stop)
     end_points = points_needed(unravel(y_stop))
     status = jnp.select(
         [solver_failed, end_points >= GRID_MARGIN * grid_size, ~jnp.isfinite(end_value),
@@ -308,47 +345,21 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
     def state_at(t, until):
       return jnp.where(trained, evaluate(jnp.clip(t, 0.0, until)), y0)
 
-    def risk_at(y):
-      return risk_of(unravel(y))
-
-    # The boolean event ends the step in which R ≤ ε; the run ends at the crossing, τ_ε,
-    # bisected on the dense output between the records that bracket it.
-    stop_ys = jnp.where((times <= t_stop)[:, None] & trained, raw_ys, y_stop)
-    below = jax.vmap(risk_at)(stop_ys) <= epsilon
-    tau_eps = _bisect(lambda t: risk_at(state_at(t[0], t_stop))[None] - epsilon,
-                      below[None], times, t_stop)[0]
-    reached_epsilon = status == EPSILON
-    tau_eps = jnp.where(reached_epsilon, tau_eps, jnp.nan)
-    t_end = jnp.where(reached_epsilon, tau_eps, t_stop)
-    y_end = jnp.where(reached_epsilon, state_at(tau_eps, t_stop), y_stop)
-
-    # Records past the end (ε reached, or diverged) hold the state at the end, as a
-    # diverged loop holds its last state.
-    reached = times <= t_end
-    ys = jnp.where(reached[:, None], stop_ys, y_end)
-
-    def record(t, y):
+    def record(y, t):
+      """The records at state y and time t: one value and gradient of the route."""
       params = unravel(y)
       token_params = direct.expand_params(partition, params)
-      value, gradient = per_token_gradient(y)
-      flat_grads, _ = ravel_pytree(jax.grad(risk_of)(params))
+      value, grads = value_and_grad(params)
+      flat_grads, _ = ravel_pytree(grads)
+      gradient, _ = ravel_pytree(direct.per_token_gradients(grads, sizes))
       rates = coordinate_rates[phase_of(t)]
-      extra = {}
-      if sharpness:
-        # The Hessian of the groups the phase moves, in the per-token metric (§5d).
-        extra["sharpness"] = train.stepped_sharpness(
-            risk_of, params, sharpness, sizes=sizes, trains=data.rates[phase_of(t)] > 0,
-            labels=labels)
-      return {**extra, "risk": value, "alpha": direct.attention_vector(token_params),
+      return {"risk": value, "alpha": direct.attention_vector(token_params),
               "beta": direct.output_vector(token_params),
               # -dR/dt = ⟨∇R, r ⊙ ∇̃R⟩, the integrand of the energy identity (§5).
               "dissipation": jnp.vdot(flat_grads, rates * gradient),
-              "grid_covered": report(params).get("grid_covered", jnp.array(True))}
+              # The route is NaN outside its grid (§3a): covered iff θ needs at most its nodes.
+              "grid_covered": points_needed(params) <= grid_size}
 
-    recorded = jax.vmap(record)(jnp.minimum(times, t_end), ys)
-
-    # The half-progress times and the plateau exit: each bracketed by the records, then
-    # bisected together on the dense output.
     start_alpha = direct.attention_vector(direct.expand_params(partition, theta0))
     start_beta = direct.output_vector(direct.expand_params(partition, theta0))
 
@@ -357,26 +368,108 @@ def make_flow(lang: languages.Language, partition: partition_lib.Partition, *,
       return (jnp.linalg.norm(direct.attention_vector(token_params) - start_alpha),
               jnp.linalg.norm(direct.output_vector(token_params) - start_beta))
 
+    # Everything after the solve that evaluates the route runs in one loop over one `record`
+    # (one copy of the route in the compiled program), in three stretches:
+    # 1. τ_ε: the run stops at the end of the first step where R ≤ ε; R never rises along the
+    #    flow (dR/dt = -⟨∇R, r ⊙ ∇̃R⟩ ≤ 0, §5), so τ_ε lies in that last step, where it is
+    #    bisected on the dense output (the exact linear path: on [0, t1], with more halvings);
+    #    skipped unless ε was reached;
+    # 2. the records at the record times (past the end: the end state, as a diverged loop
+    #    holds its last state) and the risk a decade earlier (the plateau level), 2R states;
+    # 3. the plateau exit, bracketed by the records, bisected (two risks a halving).
+    reached_epsilon = status == EPSILON
+    record_count = times.shape[0]
+    epsilon_steps = BISECTION_STEPS if last_step_start is not None else LINEAR_BISECTION_STEPS
+    epsilon_start = 0.0 if last_step_start is None else last_step_start
+    first_record = epsilon_steps
+    first_plateau = first_record + 2 * record_count
+    total = first_plateau + 2 * BISECTION_STEPS
+    stop_ys = jnp.where((times <= t_stop)[:, None] & trained, raw_ys, y_stop)
+    template = jax.eval_shape(record, y0, times[0])
+    buffers = jax.tree_util.tree_map(
+        lambda leaf: jnp.zeros((2 * record_count, *leaf.shape), leaf.dtype), template)
+
+    def ends_of(bracket):
+      """(τ_ε or NaN, t_end, the end state) from τ_ε's bracket."""
+      tau = jnp.where(reached_epsilon, bracket[1], jnp.nan)
+      t_end = jnp.where(reached_epsilon, tau, t_stop)
+      return tau, t_end, jnp.where(reached_epsilon, state_at(tau, t_stop), y_stop)
+
+    def plateau_bracket(recorded, t_end):
+      """The records that bracket the plateau exit: (lo, hi), and whether any crossed."""
+      risks = recorded["risk"]
+      crossed = ((times > 0) & (times <= t_end)
+                 & (risks[:record_count] - (1 - plateau_drop) * risks[record_count:] <= 0))
+      first = jnp.argmax(crossed)
+      hi = jnp.minimum(times[first], t_end)
+      lo = jnp.where(first > 0, times[jnp.maximum(first - 1, 0)], 0.0)
+      return jnp.stack([lo, hi]), crossed.any()
+
+    def post(carry):
+      i, epsilon_bracket, recorded, plateau, plateau_risk = carry
+      tau, t_end, y_end = ends_of(epsilon_bracket)
+      record_index = jnp.clip(i - first_record, 0, 2 * record_count - 1)
+      in_records = (i >= first_record) & (i < first_plateau)
+      # Entering the plateau stretch: its bracket from the records.
+      plateau = jnp.where(i == first_plateau, plateau_bracket(recorded, t_end)[0], plateau)
+      epsilon_mid, plateau_mid = 0.5 * epsilon_bracket.sum(), 0.5 * plateau.sum()
+      second = (i - first_plateau) % 2 == 1
+      record_time = times[record_index % record_count]
+      record_y = jnp.where(record_index < record_count,
+                           jnp.where(record_time <= t_end, stop_ys[record_index % record_count],
+                                     y_end),
+                           state_at(record_time / PLATEAU_WINDOW, t_end))
+      record_t = jnp.where(record_index < record_count, jnp.minimum(record_time, t_end),
+                           record_time / PLATEAU_WINDOW)
+      plateau_t = jnp.where(second, plateau_mid / PLATEAU_WINDOW, plateau_mid)
+      y = jnp.where(i < first_record, state_at(epsilon_mid, t_stop),
+                    jnp.where(in_records, record_y, state_at(plateau_t, t_end)))
+      t = jnp.where(i < first_record, epsilon_mid, jnp.where(in_records, record_t, plateau_t))
+      out = record(y, t)
+      below = out["risk"] - epsilon <= 0
+      epsilon_bracket = jnp.where(
+          i < first_record,
+          jnp.where(below, jnp.stack([epsilon_bracket[0], epsilon_mid]),
+                    jnp.stack([epsilon_mid, epsilon_bracket[1]])), epsilon_bracket)
+      recorded = jax.tree_util.tree_map(
+          lambda buffer, value: buffer.at[record_index].set(
+              jnp.where(in_records, value, buffer[record_index])), recorded, out)
+      fell = plateau_risk - (1 - plateau_drop) * out["risk"] <= 0
+      plateau = jnp.where((i >= first_plateau) & second,
+                          jnp.where(fell, jnp.stack([plateau[0], plateau_mid]),
+                                    jnp.stack([plateau_mid, plateau[1]])), plateau)
+      plateau_risk = jnp.where((i >= first_plateau) & ~second, out["risk"], plateau_risk)
+      return i + 1, epsilon_bracket, recorded, plateau, plateau_risk
+
+    _, epsilon_bracket, both, plateau, _ = jax.lax.while_loop(
+        lambda carry: carry[0] < total, post,
+        (jnp.where(reached_epsilon, 0, first_record),
+         jnp.stack([jnp.minimum(epsilon_start, t_stop), t_stop]), buffers,
+         jnp.zeros(2), jnp.zeros(())))
+    tau_eps, t_end, y_end = ends_of(epsilon_bracket)
+    reached = times <= t_end
+    ys = jnp.where(reached[:, None], stop_ys, y_end)
+    recorded = jax.tree_util.tree_map(lambda value: value[:record_count], both)
+    plateau_exit = jnp.where(plateau_bracket(both, t_end)[1], plateau[1], jnp.nan)
+    if sharpness:
+      # The Hessian of the groups the phase moves, in the per-token metric (§5d).
+      recorded["sharpness"] = jax.vmap(lambda y, t: train.stepped_sharpness(
+          risk_of, unravel(y), sharpness, sizes=sizes, trains=data.rates[phase_of(t)] > 0,
+          labels=labels))(ys, jnp.minimum(times, t_end))
+      recorded = {"sharpness": recorded.pop("sharpness"), **recorded}
+
+    # The half-progress times: bracketed by the records, bisected on the dense output alone.
     moved_alpha, moved_beta = jax.vmap(moved)(ys)
     half_alpha, half_beta = 0.5 * moved_alpha.max(), 0.5 * moved_beta.max()
 
     def levels(t):
-      """The three functions whose first zero is sought, at the times t (3,):
-      half - ‖α - α0‖, half - ‖β - β0‖, R(t) - (1 - drop) R(t/10)."""
-      states = jax.vmap(lambda u: state_at(u, t_end))(jnp.append(t, t[2] / PLATEAU_WINDOW))
-      risks = jax.vmap(risk_at)(states)
-      alpha_moves, beta_moves = jax.vmap(moved)(states)
-      return jnp.stack([half_alpha - alpha_moves[0], half_beta - beta_moves[1],
-                        risks[2] - (1 - plateau_drop) * risks[3]])
+      """half - ‖α - α0‖ and half - ‖β - β0‖ at the times t (2,)."""
+      return jnp.stack([half_alpha - moved(state_at(t[0], t_end))[0],
+                        half_beta - moved(state_at(t[1], t_end))[1]])
 
-    earlier = jax.vmap(lambda t: risk_at(state_at(t / PLATEAU_WINDOW, t_end)))(times)
-    crossed = jnp.stack([
-        (half_alpha > 0) & (half_alpha - moved_alpha <= 0),
-        (half_beta > 0) & (half_beta - moved_beta <= 0),
-        (times > 0) & reached & (recorded["risk"] - (1 - plateau_drop) * earlier <= 0)])
-    crossing = _bisect(levels, crossed, times, t_end)
-    half_times = crossing[:2]
-    plateau_exit = crossing[2]
+    crossed = jnp.stack([(half_alpha > 0) & (half_alpha - moved_alpha <= 0),
+                         (half_beta > 0) & (half_beta - moved_beta <= 0)])
+    half_times = _bisect(levels, crossed, times, t_end)
 
     steps = _steps_of_times(times, boundaries, data)
     grid_covered = jnp.all(recorded.pop("grid_covered"))
@@ -448,7 +541,7 @@ def _given_times(records, t1) -> np.ndarray:
 
 
 def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None,
-         loss="squared", route: str = "auto", solver: str = "kvaerno5", rtol: float = 1e-8,
+         loss="squared", route: str = "auto", solver: str = "rodas5p", rtol: float = 1e-8,
          atol: float = 1e-10, num_records: int = 64, records: str = "geometric",
          epsilon: float | None = None, plateau_drop: float = 0.5,
          max_risk: float = runner.MAX_VALUE, max_steps: int = 16_384, tied="auto",
@@ -469,8 +562,9 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
     t1: the end time; None for the plan's duration. Past it the last phase goes on.
     loss: "squared" (default), "logistic" or a callable.
     route: the population route ("auto" or a name of risk.ROUTES, §3).
-    solver: "kvaerno5" (default), "kvaerno4", "kvaerno3" (implicit, stiff) or "tsit5",
-      "dopri5" (explicit).
+    solver: "rodas5p" (default: linearly implicit, stiff; lagjax/dynamics/rosenbrock.py),
+      "kvaerno5", "kvaerno4", "kvaerno3" (diffrax's implicit ESDIRK methods, stiff) or
+      "tsit5", "dopri5" (explicit).
     rtol, atol: the tolerances of the adaptive step-size controller (and of its Newton
       iterations).
     num_records: K, the number of grid records.

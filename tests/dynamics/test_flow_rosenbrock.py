@@ -70,9 +70,13 @@ def test_the_dense_output_has_order_four(reference):
   assert np.all(orders > 4.5), orders
 
 
-def test_adaptive_solve_meets_its_tolerance_and_lands_on_jumps(reference):
+@pytest.mark.parametrize("vmap_columns", [8, 0], ids=["vmapped", "one_loop"])
+def test_adaptive_solve_meets_its_tolerance_and_lands_on_jumps(reference, monkeypatch,
+                                                              vmap_columns):
   """rtol 1e-8: the end state and the dense output within 1e-8 (local error 1e-8 per step,
-  a contracting field); the jump time 0.5 is a step end exactly."""
+  a contracting field); the jump time 0.5 is a step end exactly. Both ways of evaluating
+  (the Jacobian vmapped, or every evaluation in one loop as above VMAP_COLUMNS)."""
+  monkeypatch.setattr(rosenbrock, "VMAP_COLUMNS", vmap_columns)
   solution = jax.jit(lambda: rosenbrock.solve(
       field, jnp.asarray(Y0), 2.0, jnp.array([0.5]), lambda value, f, y: False, rtol=1e-8,
       atol=1e-10, max_steps=1000))()
@@ -119,6 +123,27 @@ def test_stop_ends_the_solve_at_a_step_start():
   assert float(solution.y_final[0]) < 0.5 < float(solution.ys[accepted - 1][0])
   np.testing.assert_allclose(float(solution.y_final[0]), np.exp(-float(solution.t_final)),
                              rtol=1e-7)
+
+
+@pytest.mark.parametrize("vmap_columns", [8, 0], ids=["vmapped", "one_loop"])
+def test_stop_at_the_start_and_at_the_end(monkeypatch, vmap_columns):
+  """stop true at y0: the solve ends at t = 0 with no step; stop never true: the end state's
+  value and field are evaluated (value_final, f_final)."""
+  monkeypatch.setattr(rosenbrock, "VMAP_COLUMNS", vmap_columns)
+
+  def decay(t, y):
+    del t
+    return y[0], -y
+
+  at_once = rosenbrock.solve(decay, jnp.array([1.0]), 10.0, jnp.zeros(0),
+                             lambda value, f, y: True, rtol=1e-8, atol=1e-10, max_steps=100)
+  assert int(at_once.result) == rosenbrock.STOPPED and float(at_once.t_final) == 0.0
+  assert int(at_once.num_accepted) == 0 and float(at_once.value_final) == 1.0
+  to_end = rosenbrock.solve(decay, jnp.array([1.0]), 10.0, jnp.zeros(0),
+                            lambda value, f, y: False, rtol=1e-8, atol=1e-10, max_steps=100)
+  assert int(to_end.result) == rosenbrock.COMPLETED and float(to_end.t_final) == 10.0
+  np.testing.assert_allclose(float(to_end.value_final), np.exp(-10.0), rtol=1e-7)
+  np.testing.assert_allclose(float(to_end.f_final[0]), -float(to_end.y_final[0]), rtol=1e-15)
 
 
 @pytest.mark.slow
