@@ -617,7 +617,7 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
     Trajectory: 9 records, steps 0…1000, not diverged
       risk 0.5 → 0.139326; alpha (9, 3), beta (9, 3)
       time: recorded; records: dissipation; summary: grid_covered, ...
-      info: route='laplace', solver='kvaerno5', tied=True
+      info: route='laplace', solver='rodas5p', tied=True
     >>> run.time[-1].item(), lj.dynamics.flow.status(run)
     (1000.0, 'completed at t = 1000')
     >>> gd = lj.train(lang, lj.plans.output_only(0.01, 1000))  # GD at η = 0.01 to t = 10

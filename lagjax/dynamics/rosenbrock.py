@@ -91,14 +91,26 @@ COMPLETED, STOPPED, FAILED = 0, 1, 2
 
 
 class Solution(NamedTuple):
-  """The accepted steps and their dense output.
+  """The accepted steps of a Rodas5P solve and their dense output (docs/theory.md §5c).
 
-  ts (M + 1,): 0 and the end of each accepted step, +inf past the last; ys (M + 1, n) the
-  states there; dense (M, 3, n) each step's dense-output vectors; num_accepted,
-  num_rejected; t_final, y_final the end, value_final and f_final field's values there (the
-  solver evaluates the end state, t1 reached or stopped; after a failure, the last step's
-  start); result COMPLETED (t1 reached), STOPPED (`stop` fired at t_final) or FAILED
-  (max_steps reached or the step size collapsed).
+  Attributes:
+    ts: (M + 1,) 0 and the end of each accepted step, +inf past the last.
+    ys: (M + 1, n) the states there.
+    dense: (M, 3, n) each step's dense-output vectors.
+    num_accepted, num_rejected: the steps.
+    t_final, y_final: the end.
+    value_final, f_final: field's values at the end (the solver evaluates the end state,
+      t1 reached or stopped; after a failure, the last step's start).
+    result: COMPLETED (t1 reached), STOPPED (`stop` fired at t_final) or FAILED (max_steps
+      reached or the step size collapsed).
+
+  Example:
+    >>> from lagjax.dynamics import rosenbrock
+    >>> solution = rosenbrock.solve(lambda t, y: (y[0], -y), jnp.ones(1), 1.0, jnp.zeros(0),
+    ...                             lambda value, f, y: False, rtol=1e-8, atol=1e-10,
+    ...                             max_steps=64)
+    >>> round(float(solution.evaluate(0.5)[0]), 7) == round(float(np.exp(-0.5)), 7)
+    True
   """
   ts: jax.Array
   ys: jax.Array
@@ -112,7 +124,7 @@ class Solution(NamedTuple):
   result: jax.Array
 
   def evaluate(self, t):
-    """θ(t) for t in [0, t_final] (scalar t) by the step's dense output (order 4)."""
+    """θ(t) for t in [0, t_final] (scalar t) by the step's dense output (order 4, §5c)."""
     last = jnp.maximum(self.num_accepted - 1, 0)
     index = jnp.clip(jnp.searchsorted(self.ts, t, side="right") - 1, 0, last)
     t0, t1 = self.ts[index], self.ts[index + 1]
@@ -130,9 +142,27 @@ def _rms(x):
 
 
 def step(field: Callable, t, y, h, f0, jacobian):
-  """One Rodas5P step of size h from (t, y), given f0 = f(y) and the Jacobian there:
-  (y1, the error estimate y1 - ŷ1 of the embedded order-4 solution, the dense vectors
-  (3, n))."""
+  """One Rodas5P step of size h from (t, y) (docs/theory.md §5c).
+
+  Args:
+    field: (t0, y) -> (value, f), the vector field f of the step (see `solve`).
+    t: the step's start, passed to field.
+    y: the state (n,).
+    h: the step size.
+    f0: f(y).
+    jacobian: ∂f/∂y at y, (n, n).
+
+  Returns:
+    (y1, the error estimate y1 - ŷ1 of the embedded order-4 solution, the dense vectors
+    (3, n)).
+
+  Example:
+    >>> from lagjax.dynamics import rosenbrock
+    >>> y1, error, _ = rosenbrock.step(lambda t, y: (y[0], -y), 0.0, jnp.ones(1), 0.1,
+    ...                                -jnp.ones(1), -jnp.eye(1))
+    >>> abs(float(y1[0]) - float(np.exp(-0.1))) < 1e-9, abs(float(error[0])) < 1e-6
+    (True, True)
+  """
   n = y.shape[0]
   a, c, weights, dense_matrix = (jnp.asarray(m, y.dtype) for m in (A, C, WEIGHTS, DENSE))
   lu = jax.scipy.linalg.lu_factor(jnp.eye(n, dtype=y.dtype) / (h * GAMMA) - jacobian)
@@ -166,6 +196,16 @@ def solve(field: Callable, y0, t1, jump_ts, stop: Callable, *, rtol: float, atol
 
   Returns:
     The Solution.
+
+  Example:
+    >>> from lagjax.dynamics import rosenbrock
+    >>> solution = rosenbrock.solve(lambda t, y: (y[0], -y), jnp.ones(1), 10.0,
+    ...                             jnp.array([5.0]), lambda value, f, y: False, rtol=1e-8,
+    ...                             atol=1e-10, max_steps=256)
+    >>> int(solution.result) == rosenbrock.COMPLETED, float(solution.t_final)
+    (True, 10.0)
+    >>> 5.0 in np.asarray(solution.ts).tolist()  # a jump time is a step's end
+    True
   """
   n = y0.shape[0]
   dtype = y0.dtype
