@@ -15,9 +15,9 @@ L-stable, linearly implicit Rosenbrock method of order 5: one exact Jacobian (th
 a few dozen parameters at most, by autodiff) per step and linear solves, no Newton
 iterations, with an adaptive step-size controller (rtol, atol). Steps end exactly on the
 phase boundaries: a phase's rates never leak into its neighbour, and a plan's whole run is
-one solve in one compiled program. The route appears in that program a few times only
-(the solver's linearised and plain vector field, one loop over the records, two
-bisections), which keeps its compilation near the GD program's. diffrax's ESDIRK methods
+one solve in one compiled program. The route appears in that program two or three times
+only (the solver's evaluations, and one loop after the solve for τ_ε, the records and the
+plateau exit), which keeps its compilation near the GD program's. diffrax's ESDIRK methods
 (Kvaerno5 with a PI controller, one diffeqsolve with jump_ts) and explicit methods stay
 available by name (`solver`), for cross-checks. Durations, rates, t1 and ε are traced, so a
 second flow on the same language, layout, options and number of phases does not recompile.
