@@ -89,3 +89,20 @@ def test_a_row_is_a_direct_train_call(language, layout):
   direct = np.asarray(run.risk)[np.asarray(grid)]
   assert np.max(np.abs(direct - np.asarray(trace.risk[index]))) <= TOLERANCE
   assert np.ptp(direct) > 1e-3      # the run moves: not a comparison of constants
+
+
+def test_information_floors():
+  """Majority's label is a function of the counts: floor 0 in every layout. Dyck-1's floor
+  falls as the layout reads more (counts ⊂ counts + last token ⊂ counts + both ends; position
+  tables read both ends under either query) and lies below every committed R*."""
+  counting = script()
+  majority, dyck1 = (lj.languages.from_spec(name) for name in ("majority", "dyck1"))
+  assert all(abs(counting.information_floor(majority, layout)) <= 1e-12
+             for layout in counting.LAYOUTS)
+  floor = {layout: counting.information_floor(dyck1, layout) for layout in counting.LAYOUTS}
+  assert floor["cls"] > floor["last"] > floor["last+first_last"] > 0
+  assert abs(floor["cls+first_last"] - floor["last+first_last"]) <= 1e-12
+  with open(RESULTS / "counting.csv") as handle:
+    optima = {row["layout"]: float(row["optimum_risk"]) for row in csv.DictReader(handle)
+              if row["language"] == "dyck1"}
+  assert optima and all(floor[layout] <= value for layout, value in optima.items())

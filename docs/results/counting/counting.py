@@ -46,18 +46,20 @@ import lagjax as lj  # noqa: E402
 from lagjax import models  # noqa: E402
 from lagjax.analysis import atlas  # noqa: E402
 from lagjax.data import languages  # noqa: E402
+from lagjax.data import partition as partition_lib  # noqa: E402
 from lagjax.dynamics import metrics, plans, runner  # noqa: E402
 from lagjax.models import direct  # noqa: E402
+from lagjax.risk import count as count_lib  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LANGUAGES = ("majority", "dyck1", "anbn")
-LAYOUTS = ("cls", "cls+first_last", "last+first_last", "last")
+LAYOUTS = ("cls", "last", "cls+first_last", "last+first_last")   # cheapest first
 # A run learned when R(T) - R* <= LEARNED; τ_ε is the first time R <= R* + LEARNED.
 LEARNED = 1e-3
 JOINT_GRID = (1.0, 2.0, 4.0)
 OUTPUT_GRID = (1.0, 2.0, 4.0)
 ATTENTION_STEP_GRID = (1.0, 10.0, 100.0)   # three_phase's single attention step η2
-FULL = {"steps": 1000, "records": 64, "starts": 3, "iterations": 50, "newton_steps": 10}
+FULL = {"steps": 1000, "records": 48, "starts": 2, "iterations": 40, "newton_steps": 6}
 QUICK = {"steps": 40, "records": 8, "starts": 2, "iterations": 20, "newton_steps": 4}
 COLUMNS = ("language", "layout", "class_weights", "plan", "etas", "eta_at_edge", "steps",
            "final_risk", "optimum_risk", "optimum_status", "optimum_error", "excess", "learned",
@@ -108,6 +110,24 @@ def risk_route(lang, layout_name: str):
   """The count route with lang's default class weights, given explicitly (§3g)."""
   layout = atlas.LAYOUTS[layout_name]
   return lj.risk_fn(lang, route="count", class_weights=class_weights(lang), **layout._asdict())
+
+
+def information_floor(lang, layout_name: str) -> float:
+  """The least risk of ANY function of what the layout reads (docs/theory.md §3g): of the
+  counts c (CLS query, no tables), (c, last token) (last query), (c, first, last) (position
+  tables). Per row of the count route's enumeration with weighted label masses P, N the best
+  f = (P - N)/(P + N) costs ½[P(f - 1)² + N(f + 1)²] = 2PN/(P + N). The one-layer model is
+  one such function, so R* ≥ this floor; the gap is the model's, not the information's."""
+  layout = atlas.LAYOUTS[layout_name]
+  enum = count_lib.enumeration(lang, partition_lib.singletons(lang.d), lang.length,
+                               lang.pi_array, 1e-12, layout)
+  positive, negative = np.asarray(enum.positive), np.asarray(enum.negative)
+  if class_weights(lang) == "balanced":
+    rate = float(lang.positive_rate())
+    positive, negative = positive * 0.5 / rate, negative * 0.5 / (1.0 - rate)
+  total = positive + negative
+  return float(np.sum(np.where(total > 0, 2 * positive * negative / np.where(total > 0, total,
+                                                                            1.0), 0.0)))
 
 
 def plan_entries(steps: int):
@@ -236,13 +256,14 @@ def write_csv(path: str, rows) -> None:
                        for key, value in row.items()})
 
 
-def verdicts(rows):
-  """One line per (language, layout): R(0), R*, which plans learned, the best plan, joint's lag."""
+def verdicts(rows, floors):
+  """One line per (language, layout): R(0), the information floor, R*, which plans learned,
+  the best plan, joint's lag."""
   cells = {}
   for row in rows:
     cells.setdefault((row["language"], row["layout"]), []).append(row)
-  lines = ["| language | layout | weights | R(0) | R* (status) | learned by | best plan: R(T), 0-1 "
-           "error | joint: τ_ε, t_α/t_β |", "|---|---|---|---|---|---|---|---|"]
+  lines = ["| language | layout | weights | R(0) | floor | R* (status) | learned by | best plan: "
+           "R(T), 0-1 error | joint: τ_ε, t_α/t_β |", "|---|---|---|---|---|---|---|---|---|"]
   for (language, layout), cell in cells.items():
     by_plan = {row["plan"]: row for row in cell}
     learned = [row["plan"] for row in cell if str(row["learned"]) == "True"]
@@ -253,6 +274,7 @@ def verdicts(rows):
     lag = "not reached" if joint["tau_eps"] in ("", None) else f"{joint['tau_eps']}, {ratio}"
     lines.append(
         f"| {language} | {layout} | {joint['class_weights']} | {fmt(float(joint['risk_at_zero']))} "
+        f"| {fmt(floors[(language, layout)])} "
         f"| {fmt(float(joint['optimum_risk']))} ({joint['optimum_status']}) "
         f"| {', '.join(learned) or 'none'} | {best['plan']}: {fmt(float(best['final_risk']))}, "
         f"{fmt(float(best['final_error']))} | {lag} |")
@@ -261,12 +283,21 @@ def verdicts(rows):
 
 def write_report(out: str) -> None:
   """counting.md (verdicts first, then every row) and counting.png from counting.csv,
-  counting.json and curves.npz in `out`."""
+  counting.json and counting.npz in `out`."""
   with open(os.path.join(out, "counting.csv")) as handle:
     rows = list(csv.DictReader(handle))
   with open(os.path.join(out, "counting.json")) as handle:
     meta = json.load(handle)
   settings = meta["settings"]
+  floors = {}
+  for row in rows:
+    key = (row["language"], row["layout"])
+    if key not in floors:
+      floors[key] = information_floor(languages.from_spec(key[0]), key[1])
+  with open(os.path.join(out, "floors.csv"), "w", newline="") as handle:
+    writer = csv.writer(handle)
+    writer.writerow(("language", "layout", "information_floor"))
+    writer.writerows((*key, repr(value)) for key, value in floors.items())
   lines = [
       "# The counting languages in the atlas (exact population GD, count route)", "",
       f"Command: `{meta['command']}` (docs/results/counting/counting.py); commit "
@@ -288,8 +319,11 @@ def write_report(out: str) -> None:
       "attention lags). Dyck-1 and aⁿbⁿ: balanced risk ½E[ℓ | y = +1] + ½E[ℓ | y = −1] "
       "(their default_class_weights, §1d); majority: population risk. final_error: the "
       "population 0-1 error (sign 0 counts as an error) at the run's end; optimum_error_rate: "
-      "at θ*.", "", "## Verdicts", ""]
-  lines += verdicts(rows)
+      "at θ*. floor (floors.csv): the least risk of any function of what the layout reads "
+      "(the counts; with the last query also the last token; with position tables the first "
+      "and last tokens), from the count route's label masses (information_floor), so "
+      "R* ≥ floor.", "", "## Verdicts", ""]
+  lines += verdicts(rows, floors)
   lines += ["", "![R(t) − R* per language, best layout](counting.png)", "",
             "## All rows", "", "| " + " | ".join(COLUMNS) + " |",
             "|" + "---|" * len(COLUMNS)]
@@ -316,7 +350,7 @@ def plot(out: str, rows) -> None:
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
-  curves = np.load(os.path.join(out, "curves.npz"))
+  curves = np.load(os.path.join(out, "counting.npz"))
   languages_ = list(dict.fromkeys(row["language"] for row in rows))
   figure, axes = plt.subplots(1, len(languages_), figsize=(4.2 * len(languages_), 3.4),
                               squeeze=False)
@@ -352,6 +386,8 @@ def main(argv=None) -> int:
   parser.add_argument("--out", default=HERE)
   parser.add_argument("--report", action="store_true",
                       help="only rewrite counting.md and counting.png from the files in --out")
+  parser.add_argument("--resume", action="store_true",
+                      help="keep the cells already in --out's files and compute the others")
   args = parser.parse_args(argv)
   if args.report:
     write_report(args.out)
@@ -367,32 +403,50 @@ def main(argv=None) -> int:
       return 2
   os.makedirs(args.out, exist_ok=True)
   stem = "counting_quick" if args.quick else "counting"
-  started, rows, curves = time.time(), [], {}
+  csv_path, curves_path = (os.path.join(args.out, stem + suffix) for suffix in (".csv", ".npz"))
+  rows, curves, done = [], {}, set()
+  if args.resume and os.path.exists(csv_path):
+    # Cells already in the files are kept (same settings: checked) and not recomputed.
+    with open(csv_path) as handle:
+      rows = list(csv.DictReader(handle))
+    if any(int(row["steps"]) != settings["steps"] for row in rows):
+      print(f"--resume: {csv_path} has another horizon; rerun without --resume.")
+      return 2
+    done = {(row["language"], row["layout"]) for row in rows}
+    if os.path.exists(curves_path):
+      curves = dict(np.load(curves_path))
+  started = time.time()
   for spec in specs:
     lang = languages.from_spec(spec)
     for layout_name in layouts:
+      if (spec, layout_name) in done:
+        continue
       cell = time.time()
       cell_rows, grid, cell_curves, found = rows_of(lang, spec, layout_name, settings)
       rows += cell_rows
-      curves[(spec, layout_name)] = (grid, cell_curves, found.risk)
-      write_csv(os.path.join(args.out, stem + ".csv"), rows)
+      curves[f"{spec}|{layout_name}|steps"] = grid
+      curves |= {f"{spec}|{layout_name}|{plan}": curve for plan, curve in cell_curves.items()}
+      # Written after every cell, so a stopped run keeps what it computed (--resume).
+      write_csv(csv_path, rows)
+      np.savez(curves_path, **curves)
       print(f"{spec} {layout_name}: R* = {found.risk:.10g} ({found.status}), "
             + ", ".join(f"{r['plan']} {r['final_risk']:.6g}" for r in cell_rows)
             + f" [{time.time() - cell:.0f} s]", flush=True)
   elapsed = time.time() - started
+  json_path = os.path.join(args.out, stem + ".json")
+  previous = 0.0
+  if args.resume and os.path.exists(json_path):
+    with open(json_path) as handle:
+      previous = json.load(handle).get("seconds", 0.0)
   metadata = {"command": "python docs/results/counting/counting.py" + (" " + " ".join(
       sys.argv[1:]) if argv is None and sys.argv[1:] else ""), "settings": settings,
               "commit": git_commit(), "date": datetime.datetime.now(
                   datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}",
-              "jax": jax.__version__, "seconds": round(elapsed, 1)}
-  with open(os.path.join(args.out, stem + ".json"), "w") as handle:
+              "jax": jax.__version__, "seconds": round(previous + elapsed, 1)}
+  with open(json_path, "w") as handle:
     json.dump(metadata, handle, indent=1)
   if not args.quick:
-    np.savez(os.path.join(args.out, "curves.npz"), **{
-        f"{spec}|{layout}|{plan}": curve for (spec, layout), (_, cell, _) in curves.items()
-        for plan, curve in cell.items()}, **{f"{spec}|{layout}|steps": grid
-                                            for (spec, layout), (grid, _, _) in curves.items()})
     write_report(args.out)
   print(f"wrote {stem}.csv in {elapsed:.0f} s", flush=True)
   return 0
