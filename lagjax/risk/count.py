@@ -2,8 +2,8 @@
 
 Under every layout the direct model reads a string only through its token-group counts c,
 its first token's group a and its last token's group b (§2b). A language with CountLabels
-gives q(c, a, b) = P(y = +1 | c, a, b) (on its count blocks, which the parameter groups
-refine). So with
+gives q(c, a, b) = P(y = +1 | c, a, b) on its count blocks (where a parameter group spans
+several blocks, the route enumerates their common refinement and sums back). So with
 
     w(n, c, a, b) = P(n) · n!/Π c_g! · Π π_g^{c_g} · P(w_1 ∈ a, w_n ∈ b | c),
     P(w_1 ∈ a, w_n ∈ b | c) = c_a (c_b - [a = b]) / (n (n - 1))  (n ≥ 2),  [a = b] c_a  (n = 1),
@@ -137,21 +137,42 @@ def entry_counts(counts, first: int, last: int):
   return jnp.where(single, alone, longer)
 
 
-def _block_map(lang, partition: partition_lib.Partition) -> np.ndarray:
-  """(G, B) indicator of the count block of each parameter group; raises unless the
-  partition refines the language's count_blocks."""
+def refinement(lang, partition: partition_lib.Partition):
+  """The common refinement of the parameter groups and the language's count blocks, on which
+  the route enumerates (docs/theory.md §3g): each of its parts lies in one group and one
+  block. Where a group spans several blocks (tokens tied by role, counted apart by the
+  label), the route sums the parts' masses back onto the group.
+
+  Args:
+    lang: a language with CountLabels.
+    partition: the parameter groups.
+
+  Returns:
+    (parts: a Partition, group of each part (P,), block of each part (P,), number of blocks).
+
+  Example:
+    Plurality of letter 0 over three letters ties 1 and 2 by role but counts them apart:
+
+    >>> lang = lj.data.counting.plurality()
+    >>> parts, group, block, _ = lj.risk.count.refinement(lang, lj.partition.of_language(lang))
+    >>> parts.blocks, group.tolist(), block.tolist()
+    (((0,), (1,), (2,)), [0, 1, 1], [0, 1, 2])
+  """
   blocks = lang.count_blocks(lang.d)
-  block_of_token = np.full(lang.d, -1)
-  for index, block in enumerate(blocks):
-    block_of_token[list(block)] = index
   if sorted(t for block in blocks for t in block) != list(range(lang.d)):
     raise ValueError(f"count_blocks of {lang.describe()} must partition the {lang.d} tokens; "
                      f"got {blocks}.")
-  owner = [set(block_of_token[list(group)].tolist()) for group in partition.blocks]
-  if any(len(each) > 1 for each in owner):
-    raise ValueError(f"partition must refine the count blocks {blocks} of {lang.describe()} "
-                     f"(tie only tokens of one block); got {partition.blocks}.")
-  return np.eye(len(blocks))[[each.pop() for each in owner]]
+  block_of_token = np.empty(lang.d, np.int64)
+  for index, block in enumerate(blocks):
+    block_of_token[list(block)] = index
+  key = partition.index * len(blocks) + block_of_token
+  parts = {}
+  for token in range(lang.d):   # parts numbered by their first token
+    parts.setdefault(int(key[token]), []).append(token)
+  part_tokens = tuple(tuple(tokens) for tokens in parts.values())
+  first_tokens = [tokens[0] for tokens in part_tokens]
+  return (partition_lib.Partition(part_tokens), partition.index[first_tokens],
+          block_of_token[first_tokens], len(blocks))
 
 
 def label_probabilities(lang, block_counts: np.ndarray, first: np.ndarray,
@@ -221,8 +242,9 @@ def enumeration(lang, partition: partition_lib.Partition, law, pi, tol: float,
   """The rows the count route sums over, with their label masses (docs/theory.md §3g).
 
   Args:
-    lang: a language with CountLabels; the partition must refine its count_blocks.
-    partition: the token groups of the parameters.
+    lang: a language with CountLabels.
+    partition: the token groups of the parameters (a group may span count blocks: see
+      `refinement`).
     law: the length law.
     pi: the token law π (d,).
     tol: the probability mass that may be left out, in (0, 1).
@@ -231,17 +253,21 @@ def enumeration(lang, partition: partition_lib.Partition, law, pi, tol: float,
   Returns:
     A CountEnumeration.
   """
-  block_map = _block_map(lang, partition)
+  parts, group_of_part, block_of_part, num_blocks = refinement(lang, partition)
   n_max = lengths_lib.truncation_length(law, tol / 2)
   counts, weights, dropped = lattice.kept_count_vectors(
-      partition.num_groups, n_max, partition.masses(pi), law, tol / 2)
+      parts.num_groups, n_max, parts.masses(pi), law, tol / 2)
   index, first, last, prob = end_pairs(counts)
-  block_of_group = block_map.argmax(axis=1)
-  string_counts = counts[index]
-  q = label_probabilities(lang, string_counts @ block_map.astype(np.int64),
-                          block_of_group[first], block_of_group[last])
+  q = label_probabilities(lang, counts[index] @ np.eye(num_blocks, dtype=np.int64)[block_of_part],
+                          block_of_part[first], block_of_part[last])
   mass = weights[index] * prob
   groups = partition.num_groups
+  first, last = group_of_part[first], group_of_part[last]
+  if parts.num_groups != groups:
+    # The model reads group counts: the parts' vectors that sum to the same ones merge.
+    counts, merged = np.unique(counts @ np.eye(groups, dtype=np.int64)[group_of_part], axis=0,
+                               return_inverse=True)
+    index = merged.reshape(-1)[index]
   positions = layout.positions == "first_last"
   firsts = groups if positions else 1
   lasts = groups if positions or layout.query == "last" else 1
@@ -285,7 +311,8 @@ def checked_enumeration(lang, partition: partition_lib.Partition | None,
   validation.check_real("tol", tol, minimum=0.0, strict=True, maximum=1.0, strict_max=True)
   check_length_mean(lang.length)
   partition = partition or partition_lib.singletons(lang.d)
-  reason = size_reason(partition.num_groups, lang.length, tol, max_vectors)
+  reason = size_reason(refinement(lang, partition)[0].num_groups, lang.length, tol,
+                       max_vectors)
   if reason is not None:
     raise ValueError(f"{reason}.")
   return partition, enumeration(lang, partition, lang.length, lang.pi_array, tol, layout)
@@ -422,7 +449,7 @@ class CountRoute(base.RouteSpec):
     except ValueError as error:
       return str(error).removesuffix(".")
     partition = partition or partition_lib.singletons(lang.d)
-    return size_reason(partition.num_groups, lang.length, tol)
+    return size_reason(refinement(lang, partition)[0].num_groups, lang.length, tol)
 
   def build(self, lang: languages.Language, partition: partition_lib.Partition | None = None, *,
             loss="squared", layout: direct.Layout = direct.PLAIN, key=None,
@@ -434,7 +461,7 @@ class CountRoute(base.RouteSpec):
     ``|R - R_N| <= (P(n > N) + dropped) · sup ℓ · max(w₊, w₋)`` (report["risk_bound"]).
 
     Args:
-      lang: a language with CountLabels; the partition must refine its count_blocks.
+      lang: a language with CountLabels (groups that span its count blocks: `refinement`).
       partition: groups of tied tokens; None means one group per token.
       loss: "squared", "logistic" or a callable (f, y) -> ℓ.
       layout: the model's parts (§2b); the params must have this layout.
@@ -520,4 +547,4 @@ class CountRoute(base.RouteSpec):
 __all__ = ["CountEnumeration", "CountRoute", "MAX_VECTORS", "check_length_mean",
            "checked_enumeration", "end_pairs",
            "class_weights_of", "entry_counts", "enumeration", "label_probabilities", "outputs",
-           "size_reason"]
+           "refinement", "size_reason"]

@@ -364,10 +364,23 @@ def test_bad_inputs_fail_in_one_line_naming_the_field():
   one_line_error(lambda: route.build(heavy), r"^length law mean must be finite for the count "
                                              r"route; got .* with mean inf")
   assert route.supports(heavy).startswith("length law mean must be finite")
-  tied = lj.partition.Partition(((0,), (1, 2)))
-  one_line_error(lambda: route.build(counting.plurality(), tied),
-                 r"^partition must refine the count blocks \(\(0,\), \(1,\), \(2,\)\)")
   one_line_error(lambda: route.build(majority, class_weights="rare"), r"^class_weights must be")
+
+
+@pytest.mark.parametrize("layout", [direct.PLAIN, LAYOUTS[7]], ids=layout_id)
+def test_groups_that_span_count_blocks_sum_the_refinement_back(layout):
+  """Plurality ties the letters 1 and 2 by role (lj.partition.of_language) but counts them
+  apart: the route on the tied groups equals the route on single tokens at the same θ."""
+  lang = counting.plurality(length=lj.geometric(0.3))
+  tied = lj.partition.of_language(lang)
+  assert tied.num_groups == 2
+  params = random_params(2, layout, seed=9)
+  on_groups = count_route(lang, layout, partition=tied).report(params)
+  on_tokens = count_route(lang, layout).report(direct.expand_params(tied, params))
+  bound = float(on_groups["risk_bound"]) + float(on_tokens["risk_bound"])
+  assert abs(float(on_groups["risk"]) - float(on_tokens["risk"])) <= bound + ROUNDOFF
+  assert abs(float(on_groups["error"]) - float(on_tokens["error"])) <= 2e-12
+  assert lj.population_risk(lang, lj.init_params(3)).risk_route == "count"   # θ0 ties 1, 2
 
 
 def test_train_runs_on_the_count_route():
