@@ -3,18 +3,18 @@
 At a plateau θ of a run the exact Hessian ∇²R(θ) is formed densely (the dense path of
 lagjax/dynamics/sharpness.py: autodiff, then Jacobi rotations, never batched LAPACK) and,
 optionally, θ is first moved onto the critical point it approximates by Newton steps on
-∇R = 0 (the flat shift directions of the softmax, |λ| ≤ cutoff, left out). A most negative
+∇R = 0 (the flat shift directions of the softmax, abs(λ) ≤ cutoff, left out). A most negative
 eigenvalue λ < −tol makes the plateau a saddle; its eigenvector is the unstable direction.
 
 Near the saddle the flow dθ/dt = −∇R(θ) moves a perturbation δ along that direction as
-δ(t) ≈ δ(0)·e^(|λ| t), so a run started at θ0 = ε·u (u a fixed unit vector) leaves the
+δ(t) ≈ δ(0)·e^(abs(λ) t), so a run started at θ0 = ε·u (u a fixed unit vector) leaves the
 plateau, R dropping below a level, after
 
-    t_esc(ε) ≈ a + ln(1/ε) / |λ|,
+    t_esc(ε) ≈ a + ln(1/ε) / abs(λ),
 
 a the time to reach the plateau and to grow from the plateau's neighbourhood to the level.
 `escape_times` measures t_esc by lj.flow at several ε; `fit_escape_law` fits a and the
-slope by least squares on (ln(1/ε), t_esc) and compares the slope with 1/|λ|. From θ0 = 0
+slope by least squares on (ln(1/ε), t_esc) and compares the slope with 1/abs(λ). From θ0 = 0
 exactly a run whose unstable direction leaves an invariant set (e.g. the reversal symmetry
 first ↔ last of a reversal-closed language) stays on the saddle; in float64 roundoff seeds
 it, and the escape time measures the roundoff, not the dynamics.
@@ -106,7 +106,7 @@ def hessian_spectrum(risk: Callable, params):
 def critical_point(risk: Callable, params, *, steps: int = 20, gtol: float = 1e-13,
                    cutoff: float = FLAT_CUTOFF):
   """The critical point near θ by Newton steps on ∇R = 0 (docs/theory.md §10c): the step
-  −Σ_i (v_iᵀ∇R / λ_i) v_i over the Hessian's eigenpairs with |λ_i| > cutoff. Unlike a
+  −Σ_i (v_iᵀ∇R / λ_i) v_i over the Hessian's eigenpairs with abs(λ_i) > cutoff. Unlike a
   minimiser it converges to saddles too (quadratically, from a plateau's point).
 
   Args:
@@ -243,9 +243,9 @@ class EscapeLaw:
 
   Attributes:
     intercept: a.
-    slope: the fitted slope; 1/|λ| in theory.
-    slope_ratio: slope·|λ| (NaN without λ): 1 when the law holds.
-    max_residual: the largest |t_esc − fit| over the points.
+    slope: the fitted slope; 1/abs(λ) in theory.
+    slope_ratio: slope·abs(λ) (NaN without λ): 1 when the law holds.
+    max_residual: the largest abs(t_esc − fit) over the points.
     num_points: how many (ε, t_esc) pairs.
 
   Example:
@@ -264,7 +264,7 @@ class EscapeLaw:
 def fit_escape_law(epsilons: Sequence[float], times: Sequence[float],
                    eigenvalue: float | None = None) -> EscapeLaw:
   """Fits t_esc = a + slope·ln(1/ε) to measured escape times by least squares and compares
-  the slope with 1/|λ| (docs/theory.md §10c).
+  the slope with 1/abs(λ) (docs/theory.md §10c).
 
   Args:
     epsilons: the perturbation sizes, ≥ 3 distinct values in (0, 1).
@@ -272,7 +272,7 @@ def fit_escape_law(epsilons: Sequence[float], times: Sequence[float],
     eigenvalue: the saddle's most negative eigenvalue λ < 0, or None.
 
   Returns:
-    An EscapeLaw; slope_ratio = slope·|λ|.
+    An EscapeLaw; slope_ratio = slope·abs(λ).
 
   Raises:
     ValueError: one line naming the field, for fewer than 3 distinct ε in (0, 1), lengths that

@@ -5,7 +5,7 @@
 
 1. the excess e(t) = R(t) − R* is kept where it stands above the noise of R: the solver
    (or the route) gives R to a relative error δ (default 1e-8, lj.flow's rtol), so
-   σ(ln e) = δ·|R| / e, and points with e ≤ NOISE_MARGIN·δ·|R| (ln e uncertain by more than
+   σ(ln e) = δ·abs(R)/e, and points with e ≤ NOISE_MARGIN·δ·abs(R) (ln e uncertain by more than
    1 %) are dropped;
 2. the global fit: weighted least squares of ln e = ln C − a·ln t with weights 1/σ(ln e)²;
    its standard error comes from those σ (known noise, no residual rescaling);

@@ -1,11 +1,11 @@
 """Counting languages: labels decided by token counts and the string's two ends (docs/theory.md
 §1d), the non-regular languages the formal-language literature cites most.
 
-  majority(): over {0, 1}, y = +1 iff #1 > #0; a tie is negative (FLaRe);
-  plurality(letter, d): over {0, …, d-1}, d ≤ 3, y = +1 iff #letter exceeds every other
-    token's count; a tie is negative (majority's rule; plurality(1, 2) is majority);
-  dyck1(): 0 = "(", 1 = ")", y = +1 iff w is balanced, at any depth (Dyck-1);
-  anbn(): y = +1 iff w = 0^m 1^m with m ≥ 1.
+- majority(): over {0, 1}, y = +1 iff #1 > #0; a tie is negative (FLaRe);
+- plurality(letter, d): over {0, …, d-1}, d ≤ 3, y = +1 iff #letter exceeds every other
+  token's count; a tie is negative (majority's rule; plurality(1, 2) is majority);
+- dyck1(): 0 = "(", 1 = ")", y = +1 iff w is balanced, at any depth (Dyck-1);
+- anbn(): y = +1 iff w = 0^m 1^m with m ≥ 1.
 
 Sources. Majority follows FLaRe (Butoi et al. 2025), the rycolab/neural-network-recognizers
 file src/recognizers/hand_picked_languages/majority.py (commit 019de1a): a string is positive
@@ -22,7 +22,7 @@ deterministic context-free is the one the literature uses.
 
 Each language declares CountLabels (lagjax/data/protocol.py): given its length n, its count
 vector c and its first and last tokens a, b, a string with iid tokens is a uniformly random
-arrangement of c with those ends, and q(c, a, b) = P(y = +1 | c, a, b) is
+arrangement of c with those ends, and q(c, a, b) = P(y = +1 | c, a, b) is::
 
   majority, plurality: 1{c_letter > c_x for every x ≠ letter}, whatever a and b;
   dyck1: for c = (m, m), a = "(", b = ")": Catalan(m) / C(2m-2, m-1) = 2(2m-1) / (m(m+1))

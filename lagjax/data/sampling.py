@@ -35,8 +35,8 @@ def sample_counts(key, lang: protocol.Language, n_samples: int):
     n_samples: N.
 
   Returns:
-    (counts, labels): counts (N, d), float, each row summing to its length n; labels (N,)
-    in {-1, +1}.
+    A pair: the counts (N, d), float, each row summing to its length n, and the labels
+    (N,) in {-1, +1}.
 
   Raises:
     ValueError: when `lang` does not declare PresenceLabels.
@@ -124,8 +124,8 @@ def sample_counts_poisson(key, lang: protocol.Language, n_samples: int,
     block: how many values k of the Poisson CDF each pass of the inversion adds.
 
   Returns:
-    (counts, labels): counts (N, d), float, each row summing to its length n ≥ 1; labels
-    (N,) in {-1, +1}.
+    A pair: the counts (N, d), float, each row summing to its length n ≥ 1, and the
+    labels (N,) in {-1, +1}.
 
   Raises:
     ValueError: when `lang` does not declare PresenceLabels.

@@ -16,7 +16,7 @@ k_i the stage increments,
     (I/(hγ) - J) k_i = f(y0 + Σ_j a_ij k_j) + Σ_j (C_ij / h) k_j,   y1 = y0 + Σ_j m_j k_j.
 
 The step size follows a PI controller on the RMS norm of the error scaled by
-atol + rtol·max(|y0|, |y1|), as diffrax's PIDController does; steps end exactly on the
+atol + rtol·max(abs(y0), abs(y1)), as diffrax's PIDController does; steps end exactly on the
 given jump times (phase boundaries), where the vector field changes.
 
 Everything runs in one `lax.while_loop`, one step per iteration: the Jacobian by
@@ -190,7 +190,7 @@ def solve(field: Callable, y0, t1, jump_ts, stop: Callable, *, rtol: float, atol
       on them exactly.
     stop: (value, f, y) -> bool, checked at every step's start: True ends the solve there
       (result STOPPED).
-    rtol, atol: the local error per step is held at rtol·|y| + atol (RMS over coordinates).
+    rtol, atol: the local error per step is held at rtol·abs(y) + atol (RMS over coordinates).
     max_steps: the budget of attempted steps (accepted or rejected); the dense output holds
       this many.
 

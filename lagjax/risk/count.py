@@ -11,7 +11,7 @@ several blocks, the route enumerates their common refinement and sums back). So 
 the risk of any loss is R = Σ w [q ℓ(f, +1) + (1 - q) ℓ(f, -1)] and the 0-1 error
 Σ w [q 1{sign f ≠ +1} + (1 - q) 1{sign f ≠ -1}] (sign 0 counts as an error). The
 enumeration and its truncation are the lattice route's (§3b): N is the smallest length
-with P(n > N) ≤ tol/2 and the lightest count vectors are dropped within tol/2, so
+with P(n > N) ≤ tol/2 and the lightest count vectors are dropped within tol/2, so::
 
     |R - R_N| ≤ (P(n > N) + dropped) · sup ℓ,  sup ℓ over |f| ≤ max|β| (all tables).
 
@@ -217,7 +217,7 @@ def label_probabilities(lang, block_counts: np.ndarray, first: np.ndarray,
   return q
 
 
-def check_length_mean(law) -> None:
+def _check_length_mean(law) -> None:
   """Raises, in one line naming the length law's mean, unless it is finite (§3g)."""
   mean = float(law.mean)
   if not math.isfinite(mean):
@@ -225,7 +225,7 @@ def check_length_mean(law) -> None:
                      f"mean {mean}.")
 
 
-def size_reason(num_groups: int, law, tol: float, max_vectors: int = MAX_VECTORS) -> str | None:
+def _size_reason(num_groups: int, law, tol: float, max_vectors: int = MAX_VECTORS) -> str | None:
   """None where the count route's enumeration fits max_vectors count vectors, else one line
   giving its size and the remedies (§3g)."""
   n_max = lengths_lib.truncation_length(law, tol / 2)
@@ -252,6 +252,16 @@ def enumeration(lang, partition: partition_lib.Partition, law, pi, tol: float,
 
   Returns:
     A CountEnumeration.
+
+  Example:
+    Majority at length 2: the strings 01 and 10 (counts (1, 1)) are ties, negative; 11 is
+    the one positive string:
+
+    >>> lang = lj.data.counting.majority(length=lj.fixed(2))
+    >>> enum = lj.risk.count.enumeration(lang, lj.partition.singletons(2), lang.length,
+    ...                                  lang.pi_array, 1e-12)
+    >>> enum.counts.tolist(), float(enum.positive.sum()), float(enum.negative.sum())
+    ([[0.0, 2.0], [1.0, 1.0], [2.0, 0.0]], 0.25, 0.75)
   """
   parts, group_of_part, block_of_part, num_blocks = refinement(lang, partition)
   n_max = lengths_lib.truncation_length(law, tol / 2)
@@ -309,9 +319,9 @@ def checked_enumeration(lang, partition: partition_lib.Partition | None,
   """
   CountRoute().check_length_law(lang)
   validation.check_real("tol", tol, minimum=0.0, strict=True, maximum=1.0, strict_max=True)
-  check_length_mean(lang.length)
+  _check_length_mean(lang.length)
   partition = partition or partition_lib.singletons(lang.d)
-  reason = size_reason(refinement(lang, partition)[0].num_groups, lang.length, tol,
+  reason = _size_reason(refinement(lang, partition)[0].num_groups, lang.length, tol,
                        max_vectors)
   if reason is not None:
     raise ValueError(f"{reason}.")
@@ -350,6 +360,16 @@ def outputs(params, enum: CountEnumeration):
 
   Returns:
     (K, A, B) outputs.
+
+  Example:
+    With α = 0 and β = (-1, 1), f = (c_1 - c_0)/n on the plain layout:
+
+    >>> lang = lj.data.counting.majority(length=lj.fixed(3))
+    >>> enum = lj.risk.count.enumeration(lang, lj.partition.singletons(2), lang.length,
+    ...                                  lang.pi_array, 1e-12)
+    >>> f = lj.risk.count.outputs({"alpha": jnp.zeros(2), "beta": jnp.array([-1.0, 1.0])}, enum)
+    >>> np.round(np.asarray(f).reshape(-1), 6).tolist()
+    [1.0, 0.333333, -0.333333, -1.0]
   """
   scores, values, _ = entries.entry_table(params)
   cls = direct.has_cls(params)
@@ -445,11 +465,11 @@ class CountRoute(base.RouteSpec):
     if quantity == "moments" and not layout.plain:
       return "route 'count' gives the moments (H, g) of the plain layout only"
     try:
-      check_length_mean(lang.length)
+      _check_length_mean(lang.length)
     except ValueError as error:
       return str(error).removesuffix(".")
     partition = partition or partition_lib.singletons(lang.d)
-    return size_reason(refinement(lang, partition)[0].num_groups, lang.length, tol)
+    return _size_reason(refinement(lang, partition)[0].num_groups, lang.length, tol)
 
   def build(self, lang: languages.Language, partition: partition_lib.Partition | None = None, *,
             loss="squared", layout: direct.Layout = direct.PLAIN, key=None,
@@ -544,7 +564,7 @@ class CountRoute(base.RouteSpec):
     return moments
 
 
-__all__ = ["CountEnumeration", "CountRoute", "MAX_VECTORS", "check_length_mean",
+__all__ = ["CountEnumeration", "CountRoute", "MAX_VECTORS",
            "checked_enumeration", "end_pairs",
            "class_weights_of", "entry_counts", "enumeration", "label_probabilities", "outputs",
-           "refinement", "size_reason"]
+           "refinement"]
