@@ -319,7 +319,7 @@ def test_binary_writes_outputs_and_refuses_other_config(uninterrupted_run):
     ("d_list", (1,), "d_list"),
     ("plans", ("nope",), "unknown or no plans"),
     ("route", "nope", r"config.route \(exact routes only in sweeps\) must be one of \('auto', "
-                      r"'laplace', 'lattice', 'transfer'\)"),
+                      r"'laplace', 'lattice', 'transfer', 'count'\)"),
     ("route", "sampled", r"exact routes only"),
     ("success_risk", 0.0, "success_risk"),
     ("success_risk", 0.7, r"config.success_risk \(ε\) must lie in \(0, 0.5\), below the "
