@@ -65,7 +65,11 @@ def test_quick_rows_reproduce(language):
   assert sorted(saved) == sorted(row["plan"] for row in rows)
   for row in rows:
     old = saved[row["plan"]]
-    assert old["etas"] == row["etas"]
+    # A plan that never leaves R(0) ties at every grid point (Dyck-1's three_phase sits at
+    # ½ for every η2): its pick among exact ties is decided by roundoff, so only a plan that
+    # moved must pick the same η.
+    if abs(float(old["final_risk"]) - float(old["risk_at_zero"])) > TOLERANCE:
+      assert old["etas"] == row["etas"]
     for column in ("final_risk", "optimum_risk", "excess", "risk_at_zero"):
       assert abs(float(old[column]) - row[column]) <= TOLERANCE, (row["plan"], column)
     assert old["learned"] == str(row["learned"])
