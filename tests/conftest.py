@@ -7,7 +7,7 @@ the classic elemental emitters instead of the newer fusion emitters. Both emit t
 float64 operations (roundoff may differ in the last bits where an order of summation does);
 no test compares numbers across settings. XLA aborts the process on a flag it does not know,
 so a child process checks the flags first (a newer jaxlib may drop one); without them the
-suite runs as before, only slower. Every process of the run shares one persistent
+suite runs as before, only slower. The processes the tests start share one persistent
 compilation cache (below).
 """
 
@@ -42,10 +42,17 @@ if FAST_COMPILE_FLAGS not in _flags and _flags_accepted(f"{_flags} {FAST_COMPILE
 jax.config.update("jax_enable_x64", True)
 CACHE = os.environ.setdefault("LAGJAX_COMPILATION_CACHE",
                               tempfile.mkdtemp(prefix="lagjax-test-compilation-cache-"))
-# One persistent compilation cache for the whole run: both xdist workers (they inherit the
-# controller's folder), the binaries the tests start, and the kernels that execute the
-# tutorials. A program compiled once anywhere is loaded, not compiled, everywhere else.
+# One persistent compilation cache for the processes the tests start: the binaries and the
+# kernels that execute the tutorials inherit the folder through the environment, so a program
+# one of them compiled is loaded, not compiled, by the next.
 xla_flags.enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", CACHE))
+# The test processes themselves (controller and xdist workers) do not use it. Twice, on
+# JAX 0.10.2 (CPU), a worker died of a segmentation fault inside executable.serialize() while
+# writing a count-route program to the cache, and xdist then hung until CI's 90 minutes ran
+# out. The workers gain little from it: few programs repeat across test files
+# (docs/decisions/test-suite-speed.md). Set before this process compiles anything, which is
+# when JAX reads the option.
+jax.config.update("jax_enable_compilation_cache", False)
 
 # The files of longest run time first (worker seconds of one run: docs/decisions/
 # test-suite-speed.md; reordered by the durations of the full run of 2026-12-03), so that with
