@@ -1,22 +1,27 @@
-"""The atlas of regular languages: which ones one attention layer learns from zero, and where
-attention lags (docs/theory.md §10).
+"""The atlas of regular languages, second edition: what one attention layer learns from θ0 = 0
+under gradient flow to t = 10⁶ and under GD at bracketed step sizes, against certified optima
+(docs/theory.md §10).
 
   python -m experiments.atlas --config experiments/configs/atlas.py --workdir docs/results/atlas
+  python -m experiments.atlas --config experiments/configs/atlas.py:quick --workdir /tmp/atlas
 
-Writes atlas.csv, atlas.md (with the Huang, Liang & Yang comparisons), heatmap.png and
-metadata.json to --workdir (experiments/atlas_report.py writes them).
+One row per (language, layout, plan, dynamics) by lagjax.analysis.horizons.row, one (language,
+layout) at a time. After each (language, layout) the binary appends its rows to rows.csv and
+its flow curves to curves.csv and rewrites atlas.md, heatmap.png and curves.png
+(experiments/atlas_report.py): a run stopped part-way resumes (config.resume) from the pairs
+in rows.csv, provided metadata.json records the same config.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
-import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
 from experiments import atlas_report, cli, common
-from lagjax.analysis import atlas
+from lagjax.analysis import horizons as horizons_lib
 from lagjax.data import languages, regular
 
 _CONFIG = config_flags.DEFINE_config_file("config")
@@ -24,41 +29,62 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/atlas", "Output folder.")
 
 
 def validate(config):
-  """One line naming the bad field before any compute."""
-  for layout in config.layouts:
-    if layout not in atlas.LAYOUTS:
-      raise ValueError(f"config.layouts: unknown layout {layout!r}; allowed: "
-                       f"{', '.join(atlas.LAYOUTS)}.")
-  if not config.grid or any(not (np.isfinite(eta) and eta > 0) for eta in config.grid):
-    raise ValueError(f"config.grid must be finite step sizes > 0; got {tuple(config.grid)}.")
-  if config.steps < 4 or config.steps % config.record_every:
-    raise ValueError(f"config.steps must be >= 4 and a multiple of config.record_every; got "
-                     f"{config.steps} and {config.record_every}.")
+  """(languages, Horizons), or one line naming the bad field, before any compute."""
+  for field, allowed in (("layouts", tuple(horizons_lib.LAYOUTS)),
+                         ("plans", horizons_lib.PLAN_NAMES),
+                         ("dynamics", horizons_lib.DYNAMICS)):
+    values = tuple(config[field])
+    if not values:
+      raise ValueError(f"config.{field} must name at least one of {', '.join(allowed)}.")
+    for value in values:
+      if value not in allowed:
+        raise ValueError(f"config.{field}: unknown {field[:-1]} {value!r}; allowed: "
+                         f"{', '.join(allowed)}.")
   try:
-    return [languages.from_spec(spec) for spec in config.languages]
+    settings = horizons_lib.Horizons(**config.horizons.to_dict())
+  except (ValueError, TypeError) as error:
+    raise ValueError(f"config.{str(error).replace('horizons ', 'horizons.', 1)}") from error
+  try:
+    langs = [languages.from_spec(spec) for spec in config.languages]
   except (ValueError, TypeError) as error:
     raise ValueError(f"config.languages: {error}") from error
+  return langs, settings
 
 
 def main(argv):
   del argv
   experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=validate)
-  config, langs, workdir = experiment.config, experiment.validated, experiment.workdir
-  settings = atlas.Settings(steps=config.steps, grid=tuple(config.grid),
-                            record_every=config.record_every, starts=config.starts,
-                            iterations=config.iterations, epsilon=config.epsilon)
+  config, workdir = experiment.config, experiment.workdir
+  langs, settings = experiment.validated
   names = [atlas_report.language_name(spec) for spec in config.languages]
-  star_free = [regular.is_star_free(lang) for lang in langs]
-  started = experiment.started
-  results = {}
-  # Two compiled stages per layout (the best risk, then the plans), reported as one total.
-  stages = experiment.progress("stages (best risk, plans) of the layouts")
-  for k, layout in enumerate(config.layouts):
-    results[layout] = atlas.run(
-        langs, atlas.LAYOUTS[layout], settings,
-        progress=lambda done, total, k=k: stages(k * total + done, len(config.layouts) * total))
-    atlas_report.write(experiment, results, langs, names, star_free, settings)
-  print(f"wrote {workdir} in {time.time() - started:.0f} s", flush=True)
+  star_free = {name: regular.is_star_free(lang) if isinstance(lang, languages.AutomatonLabels)
+               else "n/a" for name, lang in zip(names, langs)}
+  store = atlas_report.Store(workdir, common.json_of(config) if config.resume else None)
+  pairs = [(name, lang, layout) for name, lang in zip(names, langs) for layout in config.layouts]
+  # Progress in (plan, dynamics) runs of the pairs; a resumed run starts at the pairs done.
+  progress = experiment.progress("runs (plan × dynamics)")
+  per_pair = len(config.plans) * len(config.dynamics)
+  total = per_pair * len(pairs)
+  timings = dict(store.seconds)
+  progress(per_pair * sum(store.has(name, layout) for name, _, layout in pairs), total)
+  for name, lang, layout in pairs:
+    if store.has(name, layout):
+      continue
+    base = per_pair * sum(store.has(n, lay) for n, _, lay in pairs)
+    found = horizons_lib.row(lang, layout, horizons=settings, plan_names=tuple(config.plans),
+                             dynamics=tuple(config.dynamics),
+                             progress=lambda done, _, base=base: progress(base + done, total))
+    store.add(name, layout, found, star_free[name])
+    timings[f"{name}/{layout}"] = round(found.seconds, 1)
+    atlas_report.write(workdir, store, settings, config)
+    experiment.write_metadata(
+        seconds=round(time.time() - experiment.started, 1), pair_seconds=timings,
+        pairs_finished=len(timings), pairs=len(pairs),
+        horizons=json.loads(json.dumps(settings.__dict__, default=list)),
+        languages={n: {"language": lang.describe(), "length_law": str(lang.length)}
+                   for n, lang in zip(names, langs)})
+  atlas_report.write(workdir, store, settings, config)
+  print(f"wrote {workdir} in {time.time() - experiment.started:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

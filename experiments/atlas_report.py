@@ -1,19 +1,26 @@
-"""The atlas's files (experiments/atlas.py writes them; docs/theory.md §10): atlas.csv,
-atlas.md with the Huang, Liang & Yang comparisons and a legend, heatmap.png, metadata.json.
+"""The atlas's files (experiments/atlas.py writes them; docs/theory.md §10): rows.csv and
+curves.csv (the store a resumed run reads back), atlas.md (a verdict table first, then every
+row), heatmap.png (excess risk over the certified optimum) and curves.png (R(t) of joint
+gradient flow on log axes, plateaus and τ_ε marked).
 
 No flags here, so tests (and other code) can import it beside another binary's module.
 """
 
 from __future__ import annotations
 
+import csv
+import hashlib
+import json
 import os
-import time
 
 import numpy as np
 
 from experiments import common
-from lagjax.analysis import atlas
+from lagjax.analysis import horizons
 from lagjax.data import languages
+
+ROWS, CURVES, STAMP = "rows.csv", "curves.csv", "store.json"
+CURVE_COLUMNS = ("language", "layout", "plan", "time", "risk")
 
 
 def language_name(spec: str) -> str:
@@ -27,104 +34,223 @@ def language_name(spec: str) -> str:
   return spec.replace(":", "_").replace(",", "_")
 
 
-def write(experiment, results, langs, names, star_free, settings):
-  """atlas.csv, atlas.md, heatmap.png and metadata.json for the layouts finished so far."""
-  workdir, started = experiment.workdir, experiment.started
-  rows = []
-  for layout, table in results.items():
-    for i, lang in enumerate(langs):
-      row = {"language": names[i], "layout": layout, "star_free": star_free[i],
-             "positive_rate": round(lang.positive_rate(), 6), "p": lang.length.p,
-             "best_risk": table["best_risk"][i], "grad_norm": table["best_grad_norm"][i]}
-      for plan in atlas.PLAN_NAMES:
-        row[plan] = table[plan][i]
-        row[plan + "_etas"] = "/".join(f"{e:g}" for e in table[plan + "_etas"][i])
-      # Empty where undefined (the library's -1), never a number a reader could take.
-      row.update(tau_eps=reached(int(table["tau_epsilon"][i])),
-                 half_time_ratio=reached(table["half_time_ratio"][i]),
-                 grid_covered=bool(table["grid_covered"][i]))
-      rows.append(row)
-  common.write_csv(rows, os.path.join(workdir, "atlas.csv"))
-  figure = heatmap(results, names, star_free, os.path.join(workdir, "heatmap.png"))
-  comparisons = huang_liang_yang(results, names, settings)
-  with open(os.path.join(workdir, "atlas.md"), "w") as f:
-    f.write("# Atlas of regular languages (exact population GD, transfer route)\n\n")
-    f.write(f"Command: `python -m experiments.atlas --config experiments/configs/atlas.py`. "
-            f"Every plan runs {settings.steps} steps from θ0 = 0; step sizes from "
-            f"{settings.grid} (three_phase: η3 = η1); best risk: L-BFGS from "
-            f"{settings.starts} starts, {settings.iterations} iterations (an upper bound on "
-            f"the infimum; ‖∇R‖ there in grad_norm). Excess risk in {os.path.basename(figure)}."
-            "\n\n")
-    f.write("## Comparison with Huang, Liang & Yang (ICML 2025)\n\n" + comparisons + "\n\n")
-    f.write("## All rows\n\n" + LEGEND + "\n\n" + common.markdown_table(
-        [{**row, **{column: row[column] if row[column] != "" else NOT_REACHED[column]
-                    for column in NOT_REACHED}} for row in rows]) + "\n")
-  experiment.write_metadata(
-      seconds=round(time.time() - started, 1),
-      layouts_finished=list(results),
-      settings={k: getattr(settings, k) for k in settings.__dataclass_fields__},
-      languages={name: {"language": lang.describe(), "length_law": str(lang.length)}
-                 for name, lang in zip(names, langs)})
+def _number(text: str):
+  """A CSV cell back as a float where it is one, else the words (a reason)."""
+  if text in ("True", "False"):
+    return text == "True"
+  try:
+    return float(text)
+  except ValueError:
+    return text
 
 
-# What atlas.md prints where a lag column is undefined (atlas.csv leaves the cell empty).
-NOT_REACHED = {"tau_eps": "not reached", "half_time_ratio": "undefined"}
-LEGEND = ("tau_eps (τ_ε): the first recorded step of joint GD at its chosen step size with risk "
-          "<= best risk + epsilon; \"not reached\" when it never gets there. half_time_ratio: "
-          "t_α/t_β, the step at which attention (α) has made half its move up to τ_ε over the "
-          "step at which the output (β) has (> 1: attention lags); \"undefined\" when τ_ε is "
-          "not reached or either half-time is 0. atlas.csv leaves both cells empty then.")
+class Store:
+  """rows.csv and curves.csv in `workdir`: the finished (language, layout) pairs.
+
+  A pair's rows and flow curves are appended once it is finished, so a stopped run keeps them.
+  `config_json` (the config as metadata records it) stamps the store (store.json); a store
+  with another stamp, or None (no resume), is started afresh.
+  """
+
+  def __init__(self, workdir: str, config_json: str | None):
+    self.workdir = workdir
+    self.rows: list[dict] = []
+    self.curves: list[dict] = []
+    self.seconds: dict = {}
+    stamp = None if config_json is None else hashlib.sha256(config_json.encode()).hexdigest()
+    stamp_path = os.path.join(workdir, STAMP)
+    try:
+      with open(stamp_path) as f:
+        resumable = stamp is not None and json.load(f).get("config_sha256") == stamp
+    except (OSError, ValueError):
+      resumable = False
+    if resumable:
+      for name, target in ((ROWS, self.rows), (CURVES, self.curves)):
+        path = os.path.join(workdir, name)
+        if os.path.exists(path):
+          with open(path, newline="") as f:
+            target.extend({k: _number(v) for k, v in row.items()} for row in csv.DictReader(f))
+      for row in self.rows:
+        self.seconds[f"{row['name']}/{row['layout']}"] = row["pair_seconds"]
+    else:
+      for name in (ROWS, CURVES):
+        if os.path.exists(os.path.join(workdir, name)):
+          os.remove(os.path.join(workdir, name))
+    with open(stamp_path, "w") as f:
+      json.dump({"config_sha256": stamp}, f)
+
+  def has(self, name: str, layout: str) -> bool:
+    return any(row["name"] == name and row["layout"] == layout for row in self.rows)
+
+  def add(self, name: str, layout: str, found: horizons.Row, star_free) -> None:
+    """Appends a finished pair: its rows (named `name`) and its flow curves."""
+    rows = [{"name": name, "star_free": star_free, **{c: record[c] for c in horizons.COLUMNS},
+             "pair_seconds": round(found.seconds, 1)} for record in found.records]
+    curves = [{"language": name, "layout": layout, "plan": plan, "time": float(t),
+               "risk": float(r)}
+              for (plan, kind), (times, risks) in found.curves.items() if kind == "flow"
+              for t, r in zip(times, risks)]
+    for rows_new, path, columns in ((rows, ROWS, list(rows[0])), (curves, CURVES, CURVE_COLUMNS)):
+      full = os.path.join(self.workdir, path)
+      fresh = not os.path.exists(full)
+      with open(full, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        if fresh:
+          writer.writeheader()
+        writer.writerows(rows_new)
+    self.rows += rows
+    self.curves += curves
+    self.seconds[f"{name}/{layout}"] = round(found.seconds, 1)
 
 
-def reached(value):
-  """A lag column's value, or "" where the library reports -1 (undefined)."""
-  return "" if value == -1 else value
+def _cell(value) -> str:
+  if isinstance(value, bool):
+    return "yes" if value else "no"
+  if isinstance(value, float):
+    return f"{value:.4g}"
+  return str(value)
 
 
-def huang_liang_yang(results, names, settings) -> str:
-  """Even pairs: does attention move first under joint GD (half-time ratio t_α/t_β < 1), and
-  does t·(R(t) - R_best) level off? Parity: is there a positive floor?"""
+def verdicts(rows: list[dict]) -> list[dict]:
+  """One line per (language, layout): R*, the plans that learned under each dynamics, and
+  joint flow's τ_ε, half-time ratio, plateau and tail (docs/theory.md §10)."""
   lines = []
-  for layout, table in results.items():
-    if "even_pairs" in names:
-      i = names.index("even_pairs")
-      steps, curve = table["steps"], table["joint_curve"][i]
-      marks = [len(steps) // 4, len(steps) // 2, len(steps) - 1]
-      scaled = ", ".join(f"t={steps[m]}: {steps[m] * (curve[m] - table['best_risk'][i]):.3g}"
-                         for m in marks)
-      ratio, tau = table["half_time_ratio"][i], table["tau_epsilon"][i]
-      ratio = NOT_REACHED["half_time_ratio"] if ratio == -1 else f"{ratio:.3g}"
-      tau = NOT_REACHED["tau_eps"] if tau == -1 else tau
-      lines.append(f"- even pairs, {layout}: best risk {table['best_risk'][i]:.4f}; joint GD "
-                   f"half-time ratio t_α/t_β = {ratio} "
-                   f"(τ_ε = {tau}); t·(R(t) - R_best): {scaled}.")
-    if "parity" in names:
-      i = names.index("parity")
-      lines.append(f"- parity, {layout}: best risk found {table['best_risk'][i]:.4f} "
-                   f"(‖∇R‖ = {table['best_grad_norm'][i]:.2g}).")
-  return "\n".join(lines)
+  pairs = list(dict.fromkeys((row["name"], row["layout"]) for row in rows))
+  for name, layout in pairs:
+    mine = [row for row in rows if row["name"] == name and row["layout"] == layout]
+    first = mine[0]
+    line = {"language": name, "star_free": _cell(first["star_free"]), "layout": layout,
+            "R*": f"{first['r_star']:.6g} ({first['optimum']})"}
+    for kind in horizons.DYNAMICS:
+      learned = [row["plan"] for row in mine if row["dynamics"] == kind and row["learned"]]
+      line[f"learned ({kind})"] = ", ".join(learned) or "none"
+    joint = next((row for row in mine if row["plan"] == "joint" and row["dynamics"] == "flow"),
+                 None)
+    if joint is not None:
+      line["joint flow τ_ε"] = _cell(joint["tau_eps"])
+      ratio = joint["half_time_ratio"]
+      line["t_α/t_β"] = (_cell(ratio) + (" (attention lags)" if ratio > 1 else "")
+                         if isinstance(ratio, float) else ratio)
+      plateau = joint["plateau_level"]
+      line["plateau"] = ("none" if isinstance(plateau, str) else
+                         f"{plateau:.4g}, left at {_cell(joint['plateau_exit'])}; "
+                         f"{joint['plateau_saddle']} (λ = {_cell(joint['plateau_lambda'])})")
+      line["tail"] = joint["tail"]
+    lines.append(line)
+  return lines
 
 
-def heatmap(results, names, star_free, path) -> str:
-  """Languages × plans per layout, coloured by excess risk R_final - R_best; * = star-free."""
+LEGEND = """Columns of the full rows (docs/theory.md §10). R* (`r_star`): lj.optimum's value, the \
+certified minimum or, for "infimum at infinity", the limit of R along the ray; `optimum`, \
+`grad_norm`, `min_eigenvalue`, `agreeing_starts`: its certificate. `etas`: GD's chosen step \
+sizes (η; attention_first η2/η3; three_phase η_out/η2) and whether the grid was extended; \
+"rate 1" for the flow. `excess` = final risk − R*; `learned`: excess ≤ ε. The plateau: the \
+first record t ≥ 1 with excess > ε where R falls by at most 1 % over the next decade; \
+`plateau_exit`: the first record whose excess is at most half the plateau's (the record \
+grid: 20 per decade for the flow, every step for GD); `plateau_saddle`, `plateau_lambda`: the \
+exact Hessian's verdict and most negative eigenvalue at the critical point Newton finds from \
+the plateau's point (saddles.saddle). `tau_eps`: the first time (flow) or recorded step (GD) \
+with R ≤ R* + ε; `half_time_*`: when attention and output first made half their move up to \
+τ_ε, `half_time_ratio` = attention/output (> 1: attention lags). `tail`: R − R* ~ t^(−a) \
+on the tail window (tails.fit_tail), or why there is no power-law tail. `regime`: the GD run's \
+label (run_label, from its risk curve alone). A cell without a number says why."""
+
+
+def write(workdir: str, store: Store, settings: horizons.Horizons, config) -> None:
+  """atlas.md, heatmap.png and curves.png from the store's rows (the pairs finished so far)."""
+  if not store.rows:
+    return
+  heatmap(store.rows, os.path.join(workdir, "heatmap.png"))
+  figure_curves(store, os.path.join(workdir, "curves.png"))
+  h = settings
+  with open(os.path.join(workdir, "atlas.md"), "w") as f:
+    f.write("# Atlas of regular languages, second edition\n\n")
+    f.write(f"Written by `{common.command_as_typed()}`. From θ0 = 0, every plan under "
+            f"gradient flow (Rodas5P, rtol {h.rtol:g}, atol {h.atol:g}) to t = {h.t1:g} "
+            f"(three_phase: output for {h.settle:g}, attention for {h.attention:g}, then "
+            f"output; attention_first: attention for {h.attention:g}, then output) and under "
+            f"GD for {h.gd_steps} steps on the grids η ∈ {h.gd_grid}, η2 ∈ "
+            f"{h.gd_attention_grid}, extended at a chosen edge within {h.gd_cap}. R* from "
+            f"lj.optimum ({h.optimum_starts} starts, {h.optimum_iterations} L-BFGS "
+            f"iterations, then Newton). Learned: R − R* ≤ ε = {h.epsilon:g}. "
+            f"{len(store.seconds)} (language, layout) pairs, "
+            f"{sum(store.seconds.values()):.0f} s of compute. Figures: heatmap.png (excess "
+            "risk), curves.png (R(t) of joint gradient flow).\n\n")
+    f.write("## Verdicts\n\n" + common.markdown_table(verdicts(store.rows)) + "\n")
+    f.write("## All rows\n\n" + LEGEND + "\n\n")
+    columns = ["name", "star_free"] + [c for c in horizons.COLUMNS if c != "language"]
+    f.write(common.markdown_table([{c: _cell(row[c]) for c in columns} for row in store.rows]))
+  del config
+
+
+def heatmap(rows: list[dict], path: str) -> str:
+  """Languages × (plan, dynamics) per layout, coloured by log10 of the excess risk over the
+  certified optimum (clipped to [1e-8, 1]); * = star-free, a dot marks a learned cell."""
   plt = common.pyplot()
-
-  layouts = list(results)
-  fig, axes = plt.subplots(1, len(layouts), figsize=(3.2 * len(layouts) + 1, 0.32 * len(names)
-                                                      + 2), sharey=True, squeeze=False)
-  labels = [f"{n}{' *' if s else ''}" for n, s in zip(names, star_free)]
+  layouts = list(dict.fromkeys(row["layout"] for row in rows))
+  names = list(dict.fromkeys(row["name"] for row in rows))
+  columns = [(plan, kind) for plan in horizons.PLAN_NAMES for kind in horizons.DYNAMICS
+             if any(r["plan"] == plan and r["dynamics"] == kind for r in rows)]
+  fig, axes = plt.subplots(1, len(layouts), figsize=(0.5 * len(columns) * len(layouts) + 2,
+                                                     0.32 * len(names) + 2.2),
+                           sharey=True, squeeze=False)
+  star = {row["name"]: row["star_free"] is True for row in rows}
+  image = None
   for ax, layout in zip(axes[0], layouts):
-    table = results[layout]
-    excess = np.stack([table[p] - table["best_risk"] for p in atlas.PLAN_NAMES], axis=1)
-    image = ax.imshow(np.clip(excess, 0, 0.5), vmin=0, vmax=0.5, cmap="viridis",
-                      aspect="auto")
-    ax.set_xticks(range(len(atlas.PLAN_NAMES)), [p.replace("_", "\n") for p in
-                                                 atlas.PLAN_NAMES], fontsize=7)
-    ax.set_yticks(range(len(names)), labels, fontsize=7)
+    grid = np.full((len(names), len(columns)), np.nan)
+    for row in rows:
+      if row["layout"] == layout:
+        i, j = names.index(row["name"]), columns.index((row["plan"], row["dynamics"]))
+        grid[i, j] = np.log10(np.clip(row["excess"], 1e-8, 1.0))
+        if row["learned"]:
+          ax.plot(j, i, "w.", ms=3)
+    image = ax.imshow(grid, vmin=-8, vmax=0, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(columns)), [f"{p.replace('_', ' ')}\n{k}" for p, k in columns],
+                  fontsize=6, rotation=90)
+    ax.set_yticks(range(len(names)), [f"{n}{' *' if star[n] else ''}" for n in names],
+                  fontsize=7)
     ax.set_title(layout, fontsize=9)
-  fig.colorbar(image, ax=axes[0].tolist(), label="excess risk R_T − R_best (clipped at 0.5)")
-  fig.suptitle("Exact population GD from θ0 = 0 on regular languages (* = star-free)",
+  fig.colorbar(image, ax=axes[0].tolist(), label="log10 (R_final − R*) (dot: learned)")
+  fig.suptitle("Excess risk over the certified optimum, from θ0 = 0 (* = star-free)",
                fontsize=10)
   fig.savefig(path, dpi=130, bbox_inches="tight")
+  plt.close(fig)
+  return path
+
+
+def figure_curves(store: Store, path: str) -> str:
+  """R(t) of joint gradient flow per layout on log axes, one line per language: a circle at
+  the plateau's start, a square where it is left, a cross at τ_ε."""
+  plt = common.pyplot()
+  layouts = list(dict.fromkeys(row["layout"] for row in store.rows))
+  fig, axes = plt.subplots(1, len(layouts), figsize=(4.2 * len(layouts), 3.6), sharey=True,
+                           squeeze=False)
+  for ax, layout in zip(axes[0], layouts):
+    for row in store.rows:
+      if row["layout"] != layout or row["plan"] != "joint" or row["dynamics"] != "flow":
+        continue
+      points = [(c["time"], c["risk"]) for c in store.curves
+                if c["language"] == row["name"] and c["layout"] == layout and c["plan"] == "joint"
+                and c["time"] > 0]
+      if not points:
+        continue
+      t, r = map(np.asarray, zip(*points))
+      (line,) = ax.loglog(t, r, lw=1, label=row["name"])
+      color = line.get_color()
+      if isinstance(row["plateau_level"], float):
+        start = t[np.argmin(np.abs(r - row["plateau_level"]))]
+        ax.plot(start, row["plateau_level"], "o", color=color, ms=4, mfc="none")
+        if isinstance(row["plateau_exit"], float):
+          ax.plot(row["plateau_exit"], np.interp(np.log(row["plateau_exit"]), np.log(t), r), "s",
+                  color=color, ms=4, mfc="none")
+      if isinstance(row["tau_eps"], float):
+        ax.plot(row["tau_eps"], row["r_star"] + 1e-3, "x", color=color, ms=5)
+    ax.set_xlabel("t (time units)")
+    ax.set_title(f"joint gradient flow, {layout}", fontsize=9)
+  axes[0][0].set_ylabel("R(t)")
+  axes[0][-1].legend(fontsize=6, ncol=2)
+  fig.suptitle("R(t) from θ0 = 0: o plateau, □ plateau left, × τ_ε", fontsize=10)
+  fig.tight_layout()
+  fig.savefig(path, dpi=130)
   plt.close(fig)
   return path

@@ -99,3 +99,121 @@ def test_atlas_resizes_its_grid_and_equals_lj_train(monkeypatch):
     joint = lj.train(lang, lj.plans.joint(4.0, 6), lj.init_params(lang.d, positions="first_last"))
     assert abs(rows["joint"][i] - float(joint.risk[-1])) <= TOL
     assert rows["best_risk"][i] <= min(rows[p][i] for p in atlas.PLAN_NAMES) + TOL
+
+
+# ---------------------------------------------------------------------------------------------
+# The second edition: experiments/atlas.py over lagjax/analysis/horizons.py (docs/theory.md §10).
+# ---------------------------------------------------------------------------------------------
+
+import json  # noqa: E402 (the second edition's tests below)
+import os  # noqa: E402
+import pathlib  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from experiments import atlas_report  # noqa: E402
+from experiments.configs import atlas as atlas_config  # noqa: E402
+from lagjax.analysis import horizons  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("override, message", [
+    (("layouts", ("cls", "first")), "config.layouts: unknown layout 'first'; allowed: cls, "
+                                    "cls+first_last, last, last+first_last."),
+    (("plans", ("joint", "warmup")), "config.plans: unknown plan 'warmup'; allowed: joint, "),
+    (("dynamics", ()), "config.dynamics must name at least one of flow, gd."),
+    (("horizons.t1", -1.0), "config.horizons.t1 must be a finite real > 0; got -1.0."),
+    (("horizons.gd_grid", ()), "config.horizons.gd_grid must be a non-empty tuple"),
+    (("languages", ("tomita:9",)), "config.languages: tomita k must be an integer"),
+])
+def test_a_bad_config_names_its_field(override, message):
+  from experiments import atlas as atlas_binary
+  config = atlas_config.get_config("quick").unlock()
+  field, value = override
+  if field.startswith("horizons."):
+    config.horizons[field.split(".")[1]] = value
+  else:
+    config[field] = value
+  with pytest.raises(ValueError, match="^" + message.replace("(", r"\(").replace(")", r"\)")
+                     .replace("+", r"\+").replace(".", r"\.")):
+    atlas_binary.validate(config)
+
+
+def fake_row(layout, learned):
+  """A horizons.Row with every column: joint learned (or not) under flow and GD."""
+  h = horizons.Horizons(t1=100.0, settle=10.0, attention=5.0, gd_steps=50, gd_settle_steps=5)
+  base = {"language": "fake", "layout": layout, "r_star": 0.1, "r_star_error": 1e-13,
+          "optimum": "minimum", "grad_norm": 1e-12, "min_eigenvalue": 0.01,
+          "agreeing_starts": "2/2"}
+  records, curves = [], {}
+  for kind in horizons.DYNAMICS:
+    cells = {"status": "completed", "etas": "rate 1", "final_risk": 0.1005 if learned else 0.3,
+             "excess": 5e-4 if learned else 0.2, "learned": learned, "plateau_level": 0.3,
+             "plateau_exit": 40.0 if learned else h.not_learned_flow,
+             "plateau_saddle": "saddle", "plateau_lambda": -0.02,
+             "tail": tails_verdict(), "tail_exponent": "no power-law tail",
+             "regime": "monotone"}
+    cells.update(horizons._lag_cells(60.0 if learned else -1, 30.0, 20.0, h.not_learned_flow))
+    records.append({**base, "plan": "joint", "dynamics": kind, **cells})
+  times = np.concatenate([[0.0], np.geomspace(1.0, 100.0, 9)])
+  curves["joint", "flow"] = (times, 0.1 + 0.4 / (1 + times))
+  return horizons.Row("fake", layout, None, records, curves, 1.5)
+
+
+def tails_verdict():
+  return "no power-law tail (too short)"
+
+
+def test_the_report_opens_with_verdicts_marks_reasons_and_resumes(tmp_path):
+  """atlas.md: the verdict table before the full rows, reasons in words (never -1 or NaN);
+  heatmap.png and curves.png written; a store with the same config reads its pairs back, one
+  with another config starts afresh."""
+  config = atlas_config.get_config("quick")
+  stamp = json.dumps({"config": "a"})
+  store = atlas_report.Store(str(tmp_path), stamp)
+  store.add("fake", "cls", fake_row("cls", True), True)
+  store.add("fake", "last", fake_row("last", False), True)
+  settings = horizons.Horizons(**config.horizons.to_dict())
+  atlas_report.write(str(tmp_path), store, settings, config)
+  text = (tmp_path / "atlas.md").read_text()
+  assert text.index("## Verdicts") < text.index("## All rows")
+  assert "not learned by t = 100" in text and "1.5 (attention lags)" in text
+  for line in text.splitlines():
+    cells = [cell.strip().lower() for cell in line.split("|")]
+    assert "-1" not in cells and "nan" not in cells, line
+  assert (tmp_path / "heatmap.png").stat().st_size > 0
+  assert (tmp_path / "curves.png").stat().st_size > 0
+  again = atlas_report.Store(str(tmp_path), stamp)
+  assert again.has("fake", "cls") and again.has("fake", "last")
+  assert [row["final_risk"] for row in again.rows] == [row["final_risk"] for row in store.rows]
+  assert again.rows[0]["learned"] is True and again.rows[-1]["tau_eps"] == "not learned by t = 100"
+  assert len(again.curves) == len(store.curves)
+  fresh = atlas_report.Store(str(tmp_path), json.dumps({"config": "b"}))
+  assert not fresh.rows and not os.path.exists(tmp_path / atlas_report.ROWS)
+
+
+@pytest.mark.slow  # the binary on one language, one plan, twice (about two minutes)
+def test_the_binary_writes_every_output_and_a_second_run_resumes(tmp_path):
+  """experiments.atlas :quick on Tomita 1 and joint alone: rows.csv holds the flow and GD rows,
+  atlas.md, heatmap.png, curves.png and metadata.json are written; run again into the same
+  workdir, it reads the pair back and computes nothing (the same rows, byte for byte)."""
+  workdir = tmp_path / "atlas"
+  args = [sys.executable, "-m", "experiments.atlas",
+          "--config=experiments/configs/atlas.py:quick", f"--workdir={workdir}",
+          "--config.languages=('tomita:1',)", "--config.plans=('joint',)"]
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  first = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
+  assert first.returncode == 0, first.stderr[-2000:]
+  for name in ("rows.csv", "curves.csv", "atlas.md", "heatmap.png", "curves.png",
+               "metadata.json"):
+    assert (workdir / name).exists(), name
+  rows = (workdir / "rows.csv").read_text()
+  assert rows.count("\ntomita_1,") == 2
+  metadata = json.loads((workdir / "metadata.json").read_text())
+  assert metadata["pairs_finished"] == metadata["pairs"] == 1
+  second = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
+  assert second.returncode == 0, second.stderr[-2000:]
+  assert (workdir / "rows.csv").read_text() == rows

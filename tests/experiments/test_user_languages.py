@@ -99,19 +99,21 @@ def test_the_atlas_binary_runs_a_json_and_a_factory_language(user_files, tmp_pat
   become rows named after the file and the function; nothing in the package is edited."""
   workdir = tmp_path / "atlas"
   languages = (str(user_files / "ends_in_one.json"), "my_languages:ends_in_one")
-  args = [sys.executable, "-m", "experiments.atlas", "--config=experiments/configs/atlas.py",
-          f"--workdir={workdir}", f"--config.languages={languages!r}",
-          "--config.layouts=('cls',)", "--config.steps=4", "--config.grid=(1.0,)",
-          "--config.record_every=2", "--config.starts=1", "--config.iterations=1"]
+  args = [sys.executable, "-m", "experiments.atlas",
+          "--config=experiments/configs/atlas.py:quick", f"--workdir={workdir}",
+          f"--config.languages={languages!r}", "--config.plans=('joint',)",
+          "--config.dynamics=('gd',)", "--config.horizons.gd_steps=20",
+          "--config.horizons.gd_settle_steps=5", "--config.horizons.gd_grid=(1.0,)",
+          "--config.horizons.optimum_starts=1", "--config.horizons.optimum_iterations=10"]
   env = dict(os.environ, JAX_PLATFORMS="cpu",
              PYTHONPATH=os.pathsep.join([str(user_files), str(REPO)]))
   result = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT,
                           env=env)
   assert result.returncode == 0, result.stderr[-2000:]
-  with open(workdir / "atlas.csv") as f:
+  with open(workdir / "rows.csv") as f:
     rows = list(csv.DictReader(f))
-  assert [row["language"] for row in rows] == ["ends_in_one", "ends_in_one"]
-  assert rows[0]["best_risk"] == rows[1]["best_risk"]   # one language, two routes to it
+  assert [row["name"] for row in rows] == ["ends_in_one", "ends_in_one"]
+  assert rows[0]["final_risk"] == rows[1]["final_risk"]   # one language, two routes to it
   with open(workdir / "metadata.json") as f:
     described = json.load(f)["languages"]
   assert "ends_in_one(d=2, states=2)" in str(described)
