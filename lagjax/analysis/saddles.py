@@ -17,7 +17,9 @@ a the time to reach the plateau and to grow from the plateau's neighbourhood to 
 slope by least squares on (ln(1/ε), t_esc) and compares the slope with 1/abs(λ). From θ0 = 0
 exactly a run whose unstable direction leaves an invariant set (e.g. the reversal symmetry
 first ↔ last of a reversal-closed language) stays on the saddle; in float64 roundoff seeds
-it, and the escape time measures the roundoff, not the dynamics.
+it, and the escape time measures the roundoff, not the dynamics. `excitability` tells the two
+kinds apart from the states the run from θ0 = 0 visits: whether the gradient along the run
+(or the span of its states) has a component along the unstable direction above roundoff.
 """
 
 from __future__ import annotations
@@ -39,6 +41,17 @@ from lagjax.linalg import symmetric_eigh
 # Eigenvalues within this of 0 are the softmax's flat shift directions (exactly 0 in exact
 # arithmetic, ~1e-13 in float64 on the transfer route): Newton does not step along them.
 FLAT_CUTOFF = 1e-9
+
+# The excitability check (docs/theory.md §10c). One float64 evaluation of the gradient of an
+# O(1) risk errs by ~1e-15 absolute (§ Numerics: the squared risk's error is absolute); 1e-14
+# bounds the seed roundoff can plant along any direction, with a margin of 10.
+ROUNDOFF_SEED = 1e-14
+# A component along the unstable direction above this (relative to the gradient, or of the
+# unit direction on the span of the states) is excitation; at most this, with the roundoff
+# envelope below 1e-2 of it, is none. Exact arithmetic gives 0 across an invariant set and an
+# O(0.1-1) alignment when the flow excites the direction; Tomita 4 measures 1e-16 to 1e-13 on
+# its decisive records (tests/analysis/test_saddles.py).
+EXCITATION_THRESHOLD = 1e-6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,11 +209,17 @@ def unit_direction(template, seed: int = 0):
 
 
 def escape_times(lang: languages.Language, template, epsilons: Sequence[float], *,
-                 level: float, t1: float, seed: int = 0, plan=None,
+                 level: float, t1: float, seed: int = 0, plan=None, origin=None,
                  **flow_options) -> np.ndarray:
-  """The time R first falls to `level` under lj.flow from θ0 = ε·u, at each ε, with u =
-  unit_direction(template, seed) (docs/theory.md §10c). Every run shares one compilation
-  (tied=False, the same shapes): per-token parameters, whose flow is −∇R.
+  """The time R first falls to `level` under lj.flow from θ0 = origin + ε·u, at each ε, with
+  u = unit_direction(template, seed) and origin 0 by default (docs/theory.md §10c). Every run
+  shares one compilation (tied=False, the same shapes): per-token parameters, whose flow is −∇R.
+
+  From origin = the saddle θ* the runs skip the approach to the plateau (a cheaper measure of
+  the same slope 1/abs(λ)); then ε·abs(⟨u, v⟩) must stand well above the solver's tolerance
+  rtol·‖θ*‖ + atol. Below it the adaptive solver can take one long first step that an
+  L-stable method (Rodas5P) damps the unstable mode through (its stability function → 0 as
+  h·abs(λ) grows): the run then stays at the saddle and the time is NaN.
 
   Args:
     lang: the language.
@@ -211,6 +230,7 @@ def escape_times(lang: languages.Language, template, epsilons: Sequence[float], 
     t1: the longest time a run flows.
     seed: the seed of u.
     plan: the plan (default lj.plans.joint(1.0, t1), the flow dθ/dt = −∇R).
+    origin: the point perturbed (per-token parameters like template); None is θ = 0.
     **flow_options: passed to lj.flow (rtol, atol, num_records, route, ...).
 
   Returns:
@@ -230,8 +250,9 @@ def escape_times(lang: languages.Language, template, epsilons: Sequence[float], 
   plan = plans.joint(1.0, t1) if plan is None else plan
   options = {"tied": False, **flow_options}
   times = []
+  origin = jax.tree_util.tree_map(jnp.zeros_like, direction) if origin is None else origin
   for size in sizes:
-    theta0 = jax.tree_util.tree_map(lambda u, s=size: s * u, direction)
+    theta0 = jax.tree_util.tree_map(lambda o, u, s=size: o + s * u, origin, direction)
     run = flow_lib.flow(lang, plan, theta0, t1=t1, epsilon=level, **options)
     times.append(float(run.summary["tau_eps"]))
   return np.array(times)
@@ -308,5 +329,197 @@ def fit_escape_law(epsilons: Sequence[float], times: Sequence[float],
   return EscapeLaw(float(intercept), float(slope), ratio, residual, int(epsilons.size))
 
 
-__all__ = ["FLAT_CUTOFF", "EscapeLaw", "Saddle", "critical_point", "escape_times",
-           "fit_escape_law", "hessian_spectrum", "saddle", "unit_direction"]
+@dataclasses.dataclass(frozen=True)
+class Excitability:
+  """Whether the run from θ0 = 0 excites a saddle's unstable direction v (docs/theory.md
+  §10c), with the numbers behind the verdict.
+
+  A record of the run is decisive when the roundoff envelope there, ROUNDOFF_SEED·
+  e^(abs(λ) t)/‖∇R(θ(t))‖ (the largest seed roundoff can plant along v, grown at the saddle's
+  rate from t = 0, relative to the gradient), is at most 1e-2·threshold: there roundoff
+  cannot fake an alignment above the threshold.
+
+  Attributes:
+    excited: the flow excites v: on a decisive record, abs(⟨v, ∇R⟩)/‖∇R‖ or the component of
+      v on the span of the decisive states exceeds the threshold.
+    kind: "excited by the flow", "across an invariant set (roundoff only)", or "undecided
+      (no decisive record)".
+    alignment: the largest abs(⟨v, ∇R(θ(t))⟩)/‖∇R(θ(t))‖ over the decisive records.
+    span_component: ‖P v‖, P the orthogonal projector on the span of the decisive states
+      (singular directions above threshold times the largest singular value).
+    threshold: the threshold (EXCITATION_THRESHOLD by default).
+    decisive_until: the last decisive record's time (NaN if none).
+    num_decisive: how many records were decisive.
+    times: the record times (R,).
+    alignments: abs(⟨v, ∇R⟩)/‖∇R‖ at every record (R,).
+    envelopes: the roundoff envelope at every record (R,).
+    eigenvalue: the saddle's λ.
+    from_zero: the verdict from θ0 = 0 exactly.
+    from_noise: the verdict from θ0 = ε·noise as ε → 0.
+
+  Example:
+    >>> risk = lambda p: 0.5 * (p[0] - 1.0) ** 2 + 0.25 * (p[1] ** 2 - 1.0) ** 2
+    >>> found = lj.analysis.saddles.saddle(risk, jnp.array([0.9, 0.0]))  # (1, 0), λ = -1
+    >>> times = np.linspace(0.0, 2.0, 5)   # the flow from 0: x = 1 - e^(-t), y = 0
+    >>> states = jnp.stack([1.0 - jnp.exp(-times), jnp.zeros(5)], axis=1)
+    >>> check = lj.analysis.saddles.excitability(risk, found, times, states)
+    >>> check.kind, check.alignment, check.from_zero
+    ('across an invariant set (roundoff only)', 0.0, 'stays at the saddle')
+  """
+
+  excited: bool
+  kind: str
+  alignment: float
+  span_component: float
+  threshold: float
+  decisive_until: float
+  num_decisive: int
+  times: np.ndarray
+  alignments: np.ndarray
+  envelopes: np.ndarray
+  eigenvalue: float
+  from_zero: str
+  from_noise: str
+
+  def __repr__(self) -> str:
+    return (f"Excitability({self.kind}: alignment {self.alignment:.2g}, span component "
+            f"{self.span_component:.2g}, threshold {self.threshold:g}, {self.num_decisive} "
+            f"decisive records to t = {self.decisive_until:.4g})")
+
+
+def _check_saddle(found: Saddle) -> None:
+  if not found.is_saddle:
+    raise ValueError(f"found must be a saddle (λ_min < -tol); got λ_min = "
+                     f"{found.min_eigenvalue:.6g} with tol {found.tol:g}.")
+
+
+def excitability(risk: Callable, found: Saddle, times, states, *,
+                 threshold: float = EXCITATION_THRESHOLD) -> Excitability:
+  """Says whether the run from θ0 = 0 that met the saddle `found` can excite its unstable
+  direction v, or whether v lies across an invariant set of that run (a symmetry's fixed
+  subspace, say) that only roundoff breaks (docs/theory.md §10c).
+
+  In exact arithmetic a set the flow cannot leave (e.g. the reversal-symmetric parameters of a
+  reversal-closed language, first table = last table) holds the gradient along the run, so
+  ⟨v, ∇R(θ(t))⟩ = 0 and v is orthogonal to every state. Otherwise some time has
+  ⟨v, ∇R⟩ ≠ 0. Both are read on the decisive records (class Excitability), where roundoff
+  is too small to fake either.
+
+  The verdicts: excited, "leaves the saddle without help" from θ0 = 0, and a perturbation
+  adds nothing as ε → 0; across an invariant set, "stays at the saddle" from θ0 = 0 exactly
+  (float64 leaves through roundoff, at a time roundoff sets), and from θ0 = ε·noise it learns
+  after about ln(1/ε)/abs(λ).
+
+  Args:
+    risk: params -> scalar R, the risk the run descends (as for `saddle`).
+    found: the saddle (a Saddle with is_saddle), e.g. saddle(risk, plateau_point).
+    times: (R,) the record times of the run from θ0 = 0, increasing, ≥ 0.
+    states: the run's θ at those times: a pytree like found.theta with a leading axis R
+      (e.g. jax.vmap of lj.flow's dense path, or stacked GD iterates).
+    threshold: the excitation threshold, in (0, 1).
+
+  Returns:
+    An Excitability.
+
+  Raises:
+    ValueError: one line naming the field, for a point that is not a saddle, times not
+      increasing or not matching the states, or a threshold outside (0, 1).
+
+  Example:
+    >>> risk = lambda p: 0.5 * (p[0] - 1.0) ** 2 + 0.25 * (p[1] ** 2 - 1.0) ** 2 + 0.1 * p[0] * p[1]
+    >>> found = lj.analysis.saddles.saddle(risk, jnp.array([1.0, 0.1]))   # y ↔ -y broken
+    >>> states = jnp.array([[0.0, 0.0], [0.5, -0.02], [0.8, -0.1]])  # a run turning away
+    >>> check = lj.analysis.saddles.excitability(risk, found, [0.0, 1.0, 2.0], states)
+    >>> check.excited, check.from_zero
+    (True, 'leaves the saddle without help')
+  """
+  _check_saddle(found)
+  threshold = validation.check_real("threshold", threshold, minimum=0.0, strict=True,
+                                    maximum=1.0, strict_max=True)
+  times = np.asarray(times, np.float64)
+  flat_states = jax.vmap(lambda state: ravel_pytree(state)[0])(states)
+  if times.ndim != 1 or flat_states.shape[0] != times.shape[0] or times.size == 0:
+    raise ValueError(f"times must be 1-D with one entry per state; got shape {times.shape} "
+                     f"for {flat_states.shape[0]} states.")
+  if not (np.all(np.isfinite(times)) and times[0] >= 0 and np.all(np.diff(times) > 0)):
+    raise ValueError("times must be finite, ≥ 0 and strictly increasing.")
+  _, unravel = ravel_pytree(found.theta)
+  direction = np.asarray(ravel_pytree(found.direction)[0])
+  gradients = np.asarray(jax.jit(jax.vmap(jax.grad(lambda x: risk(unravel(x)))))(flat_states))
+  norms = np.linalg.norm(gradients, axis=1)
+  rate = abs(found.min_eigenvalue)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    alignments = np.where(norms > 0, np.abs(gradients @ direction) / norms, 0.0)
+    envelopes = np.where(norms > 0, ROUNDOFF_SEED * np.exp(rate * times) / norms, np.inf)
+  decisive = envelopes <= 1e-2 * threshold
+  count = int(decisive.sum())
+  if count == 0:
+    return Excitability(False, "undecided (no decisive record)", np.nan, np.nan, threshold,
+                        np.nan, 0, times, alignments, envelopes, found.min_eigenvalue,
+                        "undecided", "undecided")
+  alignment = float(alignments[decisive].max())
+  visited = np.asarray(flat_states)[decisive]
+  left, singular, right = np.linalg.svd(visited, full_matrices=False)
+  basis = right[singular > threshold * singular[0]] if singular[0] > 0 else right[:0]
+  span_component = float(np.linalg.norm(basis @ direction))
+  excited = alignment > threshold or span_component > threshold
+  if excited:
+    kind, from_zero = "excited by the flow", "leaves the saddle without help"
+    from_noise = "as from θ0 = 0 (the perturbation adds nothing as ε → 0)"
+  else:
+    kind, from_zero = "across an invariant set (roundoff only)", "stays at the saddle"
+    from_noise = f"learns after about ln(1/ε)/abs(λ) = {1.0 / rate:.4g}·ln(1/ε)"
+  return Excitability(excited, kind, alignment, span_component, threshold,
+                      float(times[decisive][-1]), count, times, alignments, envelopes,
+                      found.min_eigenvalue, from_zero, from_noise)
+
+
+def flow_excitability(lang: languages.Language, risk: Callable, found: Saddle, theta0=None, *,
+                      t1: float, plan=None, num_states: int = 32,
+                      threshold: float = EXCITATION_THRESHOLD,
+                      **flow_options) -> Excitability:
+  """`excitability` on the states lj.flow visits from θ0 (default 0) up to t1: the dense
+  path sampled at 0 and num_states geometric times from min(1, t1/num_states) to t1
+  (docs/theory.md §10c).
+
+  Args:
+    lang: the language.
+    risk: per-token params -> R on the layout (lj.risk_fn(lang, ...).risk).
+    found: the saddle the run meets (`saddle`).
+    theta0: per-token θ0 of the layout (zeros; None for the plain layout's zeros).
+    t1: the run's horizon: up to the plateau (records past the decisive time are not read).
+    plan: the plan (default lj.plans.joint(1.0, t1)).
+    num_states: how many states after θ0, ≥ 2.
+    threshold: passed to `excitability`.
+    **flow_options: passed to lj.flow (rtol, tied, route, ...).
+
+  Returns:
+    An Excitability.
+
+  Raises:
+    ValueError: one line naming the field, for a point that is not a saddle (checked before
+      the run), t1 ≤ 0 or num_states < 2.
+
+  Example:
+    >>> # Tomita 4 with position tables: tests/analysis/test_saddles.py (a minute); here the
+    >>> # check refuses a minimum before it runs anything.
+    >>> found = lj.analysis.saddles.saddle(lambda p: jnp.sum(p ** 2), jnp.ones(2))
+    >>> lj.analysis.saddles.flow_excitability(lj.occurrence(3), None, found, t1=10.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: found must be a saddle (λ_min < -tol); got λ_min = 2 with tol 1e-08.
+  """
+  _check_saddle(found)
+  t1 = validation.check_real("t1", t1, minimum=0.0, strict=True)
+  num_states = validation.check_int("num_states", num_states, 2)
+  plan = plans.joint(1.0, t1) if plan is None else plan
+  _, path = flow_lib.flow(lang, plan, theta0, t1=t1, dense=True, **flow_options)
+  times = np.concatenate([[0.0], np.geomspace(min(1.0, t1 / num_states), t1, num_states)])
+  states = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves),
+                                  *[path(float(t)) for t in times])
+  return excitability(risk, found, times, states, threshold=threshold)
+
+
+__all__ = ["EXCITATION_THRESHOLD", "FLAT_CUTOFF", "ROUNDOFF_SEED", "EscapeLaw", "Excitability",
+           "Saddle", "critical_point", "escape_times", "excitability", "fit_escape_law",
+           "flow_excitability", "hessian_spectrum", "saddle", "unit_direction"]
