@@ -48,10 +48,10 @@ CACHE = os.environ.setdefault("LAGJAX_COMPILATION_CACHE",
 xla_flags.enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", CACHE))
 # The test processes themselves (controller and xdist workers) do not use it. Twice, on
 # JAX 0.10.2 (CPU), a worker died of a segmentation fault inside executable.serialize() while
-# writing a count-route program to the cache, and xdist then hung until CI's 90 minutes ran
-# out. The workers gain little from it: few programs repeat across test files
-# (docs/decisions/test-suite-speed.md). Set before this process compiles anything, which is
-# when JAX reads the option.
+# writing a count-route program to the cache (the cause was the map limit below, not the
+# cache), and xdist then hung until CI's 90 minutes ran out. The workers gain little from it:
+# few programs repeat across test files (docs/decisions/test-suite-speed.md). Set before this
+# process compiles anything, which is when JAX reads the option.
 jax.config.update("jax_enable_compilation_cache", False)
 
 # The files of longest run time first (worker seconds of one run: docs/decisions/
@@ -82,3 +82,18 @@ def pytest_collection_modifyitems(items):
     return rank.get(name, len(rank))
 
   items.sort(key=file_rank)   # stable: keeps the rest in collection order
+
+
+def pytest_runtest_teardown(item, nextitem):
+  """Frees every compiled program when a worker moves on to another test file.
+
+  Each XLA CPU executable holds about six memory maps of JIT code and data until JAX's caches
+  drop it, and Linux allows a process 65,530 maps (vm.max_map_count). A worker that had run
+  most of the suite held over ten thousand programs and died of a segmentation fault in the
+  count-route tests, inside XLA's compile or executable.serialize(), whichever next asked for a
+  map. Few programs repeat across files (docs/decisions/test-suite-speed.md), so clearing
+  costs little.
+  """
+  if nextitem is None or nextitem.path != item.path:
+    jax.clear_caches()
+
