@@ -25,6 +25,7 @@ kinds apart from the states the run from θ0 = 0 visits: whether the gradient al
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 
 import jax
@@ -95,6 +96,26 @@ class Saddle:
             f"|∇R| = {self.grad_norm:.2g}, {kind}; Newton moved {self.displacement:.2g})")
 
 
+def _programs(risk: Callable):
+  """The jitted spectrum, value-and-gradient and batched gradient of one risk, built once per
+  risk callable (the atlas checks many plateaus of one layout's risk: one compilation per
+  parameter structure, not one per call); an unhashable callable builds them anew."""
+  try:
+    return _cached_programs(risk)
+  except TypeError:
+    return _build_programs(risk)
+
+
+def _build_programs(risk: Callable):
+  spectrum = jax.jit(lambda p: symmetric_eigh(sharpness.dense_hessian(risk, p)))
+  value_and_grad = jax.jit(jax.value_and_grad(risk))
+  batched_grad = jax.jit(jax.vmap(jax.grad(risk)))
+  return spectrum, value_and_grad, batched_grad
+
+
+_cached_programs = functools.lru_cache(maxsize=64)(_build_programs)
+
+
 def hessian_spectrum(risk: Callable, params):
   """Eigenvalues (ascending) and unit eigenvectors (columns) of ∇²R(θ) over
   `ravel_pytree(params)`: sharpness.dense_hessian, then Jacobi rotations (§5d, §10c).
@@ -112,7 +133,7 @@ def hessian_spectrum(risk: Callable, params):
     >>> values.tolist()
     [-6.0, 2.0]
   """
-  values, vectors = jax.jit(lambda p: symmetric_eigh(sharpness.dense_hessian(risk, p)))(params)
+  values, vectors = _programs(risk)[0](params)
   return np.asarray(values), np.asarray(vectors)
 
 
@@ -139,15 +160,13 @@ def critical_point(risk: Callable, params, *, steps: int = 20, gtol: float = 1e-
   """
   steps = validation.check_int("steps", steps, 1)
   flat, unravel = ravel_pytree(params)
-  flat_risk = lambda x: risk(unravel(x))   # noqa: E731 (one expression, used twice)
-  gradient = jax.jit(jax.grad(flat_risk))
-  spectrum = jax.jit(lambda x: symmetric_eigh(sharpness.dense_hessian(flat_risk, x)))
+  spectrum, value_and_grad, _ = _programs(risk)
   x = flat
   for _ in range(steps):
-    grad = gradient(x)
+    grad = ravel_pytree(value_and_grad(unravel(x))[1])[0]
     if float(jnp.linalg.norm(grad)) <= gtol:
       break
-    values, vectors = spectrum(x)
+    values, vectors = spectrum(unravel(x))
     keep = jnp.abs(values) > cutoff
     coefficients = jnp.where(keep, (vectors.T @ grad) / jnp.where(keep, values, 1.0), 0.0)
     x = x - vectors @ coefficients
@@ -180,7 +199,8 @@ def saddle(risk: Callable, params, *, tol: float = 1e-8, refine: bool = True,
   point = critical_point(risk, params, steps=steps) if refine else params
   values, vectors = hessian_spectrum(risk, point)
   flat, unravel = ravel_pytree(point)
-  value, grad = jax.jit(jax.value_and_grad(lambda x: risk(unravel(x))))(flat)
+  value, grad = _programs(risk)[1](point)
+  grad = ravel_pytree(grad)[0]
   displacement = float(jnp.linalg.norm(flat - ravel_pytree(params)[0]))
   return Saddle(point, float(value), float(jnp.linalg.norm(grad)), values, float(values[0]),
                 unravel(jnp.asarray(vectors[:, 0])), bool(values[0] < -tol), tol, displacement)
@@ -443,9 +463,9 @@ def excitability(risk: Callable, found: Saddle, times, states, *,
                      f"for {flat_states.shape[0]} states.")
   if not (np.all(np.isfinite(times)) and times[0] >= 0 and np.all(np.diff(times) > 0)):
     raise ValueError("times must be finite, ≥ 0 and strictly increasing.")
-  _, unravel = ravel_pytree(found.theta)
   direction = np.asarray(ravel_pytree(found.direction)[0])
-  gradients = np.asarray(jax.jit(jax.vmap(jax.grad(lambda x: risk(unravel(x)))))(flat_states))
+  gradients = _programs(risk)[2](states)
+  gradients = np.asarray(jax.vmap(lambda grad: ravel_pytree(grad)[0])(gradients))
   norms = np.linalg.norm(gradients, axis=1)
   rate = abs(found.min_eigenvalue)
   with np.errstate(divide="ignore", invalid="ignore"):
