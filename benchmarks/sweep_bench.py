@@ -39,6 +39,7 @@ Each subprocess run gets its own fresh workdir; the table reports medians.
 
 Usage (from the repo root):
   python -m benchmarks.sweep_bench [--quick] [--json PATH]
+  python -m benchmarks.sweep_bench --gd-only   # case 3 alone, printed, RESULTS.md untouched
 """
 
 from __future__ import annotations
@@ -406,7 +407,27 @@ def table(results: dict) -> str:
   ])
 
 
+def gd_only() -> None:
+  """Case 3 alone at full size (T = 1000, 256 η; 1 repeat full d, 3 tied), as a table on
+  stdout: the ratios the step engine's batching is judged by (issue 38)."""
+  harness.setup_jax()
+  load_average = os.getloadavg()
+  full = gd_sweep_case(lj.partition.singletons(D), GD_STEPS, 1)
+  tied = gd_sweep_case(lj.partition.of_language(lj.occurrence(D)), GD_STEPS, 3)
+  info = machine(load_average)
+  lines = harness.markdown_table(
+      ("case", "median", "notes"),
+      [(r["case"], format_value(r["value"], r["unit"]), r["note"] or "—")
+       for r in (*gd_rows(full, "3. GD sweep d=50 full (50 groups)"),
+                 *gd_rows(tied, "3. GD sweep d=50 tied (2 groups)"))])
+  print("\n".join([f"{harness.machine_line(info)} (at end "
+                   f"{harness.format_loads(info['load_average_at_end'])})", "", *lines]))
+
+
 def main(argv=None) -> None:
+  if "--gd-only" in (sys.argv[1:] if argv is None else argv):
+    gd_only()
+    return
   harness.main(run, table, __doc__,
                "1 run of case 1, no stretch case, T = 100 for the full-d GD sweep", argv)
 

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax import core, custom_batching
 
 from lagjax import validation
 from lagjax.dynamics import plans
@@ -43,6 +44,11 @@ from lagjax.dynamics.trajectory import Trajectory
 
 # The divergence cap (docs/theory.md §5): a step whose objective exceeds it is not taken.
 MAX_VALUE = 1e8
+# Configurations a vmapped run computes side by side (make_loop's batch_chunk): a batch of
+# exact Laplace runs on 50 token groups holds (B, 50, 374) arrays, so a wide vmap is
+# memory-bound, and 16 is also the best chunk for the tied runs measured
+# (docs/decisions/batching-on-cpu.md).
+BATCH_CHUNK = 16
 
 
 def check_run_options(plan, record_every, max_risk) -> tuple[int, float]:
@@ -266,10 +272,66 @@ def uniform_records(total_steps: int, num_records: int) -> np.ndarray:
   return np.isin(record_grid(total_steps, num_records), uniform)
 
 
+def map_under_vmap(fn: Callable, batch_size: int | None) -> Callable:
+  """fn, whose vmap walks the batch with lax.map: in vmapped chunks of batch_size, or
+  one member at a time (batch_size None) (docs/theory.md §5; docs/decisions/batching-on-cpu.md).
+
+  Called without vmap it is fn, the same program. Under vmap the values are those of vmap(fn);
+  what changes is how the batch is computed. One member at a time keeps fn's lax.cond a
+  branch: vmap turns a cond with a batched predicate into a select that computes every
+  branch for every member (the sampled 0-1 error's log-sum-exp path over 20,000 strings in
+  lj.train's records). Chunks keep a wide batch's arrays in cache. Tracers fn closes over
+  (an outer vmap's, a caller's traced plan) are passed to the batching rule as arguments.
+
+  Args:
+    fn: a function of arrays (pytrees) returning a pytree of arrays.
+    batch_size: members vectorized at once under vmap; None for one at a time.
+
+  Returns:
+    A function with fn's signature and values.
+
+  Example:
+    >>> def f(x):  # under a plain vmap, both branches would run on the whole batch
+    ...   return jax.lax.cond(x > 0, jnp.sqrt, lambda v: -v, x)
+    >>> xs = jnp.array([4.0, -1.0, 9.0])
+    >>> jax.vmap(lj.runner.map_under_vmap(f, None))(xs).tolist()
+    [2.0, 1.0, 3.0]
+    >>> jax.jit(jax.vmap(lj.runner.map_under_vmap(f, 2)))(xs).tolist()
+    [2.0, 1.0, 3.0]
+  """
+  def wrapped(*args):
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+    out_tree = jax.tree_util.tree_structure(out_shape)
+    consts, flat = list(closed.consts), jax.tree_util.tree_leaves(args)
+
+    def member(consts, flat):
+      return core.eval_jaxpr(closed.jaxpr, consts, *flat)
+
+    call = custom_batching.custom_vmap(member)
+
+    @call.def_vmap
+    def rule(axis_size, in_batched, consts, flat):
+      values, batched = consts + flat, in_batched[0] + in_batched[1]
+
+      def one(members):
+        members = iter(members)
+        merged = [next(members) if b else v for v, b in zip(values, batched)]
+        return member(merged[:len(consts)], merged[len(consts):])
+
+      out = jax.lax.map(one, [v for v, b in zip(values, batched) if b],
+                        batch_size=None if batch_size is None else min(batch_size, axis_size))
+      return out, [True] * len(out)
+
+    return jax.tree_util.tree_unflatten(out_tree, call(consts, flat))
+
+  return wrapped
+
+
 def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable,
               record: Callable, *, num_steps: int, record_every: int = 1, record_steps=None,
               max_value: float = MAX_VALUE, constrain: Callable | None = None,
-              always_step: bool = False, record_takes_step: bool = False) -> Callable:
+              always_step: bool = False, record_takes_step: bool = False,
+              batch_chunk: int | None = None, records_per_member: bool = False) -> Callable:
   """The one training loop of §5: builds run(params0, key, data) -> Trajectory.
 
   run is not jitted: jit or vmap it (over keys and stacked PlanData for seeds and grids).
@@ -294,6 +356,11 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
       (task_train.make_grid_runner: one minibatch per key and step for all its plans).
     record_takes_step: call record(params, step) with the record's step (clipped to the
       plan's total), for records that depend on the phase (lj.train's sharpness).
+    batch_chunk: under vmap, run the batch in vmapped chunks of this many configurations
+      (`map_under_vmap`; BATCH_CHUNK for lj.train), so a wide batch stays in cache; None
+      vectorizes the whole batch. Values are unchanged.
+    records_per_member: under vmap, take the records one configuration at a time
+      (`map_under_vmap`), so a lax.cond in them stays a branch; values are unchanged.
 
   Returns:
     run(params0, key, data) -> Trajectory, the whole plan in one lax.scan with the plan's
@@ -331,6 +398,12 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
                      f"{grid[0]}…{grid[-1]}.")
   starts, ends = jnp.asarray(grid), jnp.asarray(np.append(grid[1:], grid[-1]))
 
+  def take_record(params, at):
+    return record(params, at) if record_takes_step else record(params)
+
+  if records_per_member:
+    take_record = map_under_vmap(take_record, None)
+
   def run(params0, key, data: plans.PlanData) -> Trajectory:
     step_objective = objective(key)
     tx = plans.transformation(slots, data, labels)
@@ -356,7 +429,7 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
     def block(carry, bounds):
       start, end = bounds
       at = jnp.minimum(start, total)
-      recorded = dict(record(carry[0], at) if record_takes_step else record(carry[0]), steps=at)
+      recorded = dict(take_record(carry[0], at), steps=at)
       carry = jax.lax.fori_loop(start, end, lambda t, c: step(c, t)[0], carry)
       return carry, recorded
 
@@ -366,4 +439,4 @@ def make_loop(slots: Sequence[plans.Slot], labels: Callable, objective: Callable
     return Trajectory(params=params, diverged=diverged, diverged_step=diverged_step,
                       records=records, **fields)
 
-  return run
+  return run if batch_chunk is None else map_under_vmap(run, batch_chunk)

@@ -345,7 +345,8 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
     return runner.make_loop(slots, functools.partial(models.group_labels, groups), objective,
                             record, num_steps=num_steps, record_every=record_every,
                             record_steps=record_steps, max_value=max_risk,
-                            record_takes_step=True)
+                            record_takes_step=True, batch_chunk=runner.BATCH_CHUNK,
+                            records_per_member=True)
 
   info = (("route", population.name), ("error_route", error_route),
           ("tied", partition.num_groups < lang.d))

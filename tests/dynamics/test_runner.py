@@ -97,3 +97,67 @@ def test_default_divergence_cap_is_one_e8():
   np.testing.assert_array_equal(at_cap.params["beta"], [-0.5, -0.5])  # 3 steps of -0.5
   assert bool(above.diverged) and int(above.diverged_step) == 0
   np.testing.assert_array_equal(above.params["beta"], [1.0, 1.0])
+
+
+def _primitive_names(jaxpr) -> set:
+  """Names of the primitives of a jaxpr and of every jaxpr inside it."""
+  names = set()
+  for eqn in jaxpr.eqns:
+    names.add(eqn.primitive.name)
+    for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+      names |= _primitive_names(sub)
+  return names
+
+
+def test_map_under_vmap_keeps_a_cond_a_branch_with_the_values_of_vmap():
+  """map_under_vmap(fn, None): under vmap the batch goes through lax.map one member at a time,
+  so fn's lax.cond stays a cond (a plain vmap makes it a select of both branches, issue 38);
+  a tracer fn closes over (here the batched threshold) is passed in, and the values equal
+  vmap(fn)'s exactly. Chunks (batch_size 2 of 5 members, a remainder) give the same values.
+  Kills: a rule that vmaps fn (no cond left), a rule that drops the closed-over tracer."""
+  def make(threshold):
+    return lambda x: jax.lax.cond(x > threshold, jnp.sqrt, lambda v: -v, x)
+
+  def plain(x, threshold):
+    return make(threshold)(x)
+
+  def mapped(x, threshold, size=None):
+    return lj.runner.map_under_vmap(make(threshold), size)(x)
+
+  xs, thresholds = jnp.array([4.0, -1.0, 9.0, 0.5, 2.0]), jnp.array([0.0, 0.0, 10.0, 0.0, 3.0])
+  expected = jax.vmap(plain)(xs, thresholds)
+  np.testing.assert_array_equal(jax.jit(jax.vmap(mapped))(xs, thresholds), expected)
+  np.testing.assert_array_equal(jax.jit(jax.vmap(lambda x, t: mapped(x, t, 2)))(xs, thresholds),
+                                expected)
+  assert "cond" not in _primitive_names(jax.make_jaxpr(jax.vmap(plain))(xs, thresholds).jaxpr)
+  assert "cond" in _primitive_names(jax.make_jaxpr(jax.vmap(mapped))(xs, thresholds).jaxpr)
+
+
+def test_vmapped_train_runner_in_chunks_equals_the_loop():
+  """lj.train's runner (make_loop with batch_chunk and records_per_member) under vmap: 20
+  step sizes walk in chunks of BATCH_CHUNK = 16 (a remainder of 4) and take their records one
+  at a time, so the compiled batch keeps the records' lax.cond (the sampled 0-1 error on
+  occurrence(12), one group per token); every trajectory and record equals the single run's
+  to 1e-15: the same operations per member, which vectorized and scalar code may round
+  apart by an ulp (observed ≤ 7e-18 on values ≤ 0.5 after 6 steps; before the chunks and
+  the per-member records the batch differed from the loop in the same way).
+  Kills: records_per_member dropped in train.make_runner (no cond left)."""
+  lang, plan = lj.occurrence(12), lj.plans.joint(1.0, 6)
+  partition = lj.partition.singletons(12)
+  run = lj.dynamics.train.make_runner(lang, plan.slots(), partition, num_steps=6,
+                                      record_every=3)
+  theta0 = lj.models.direct.zero_params(12)
+
+  def one(eta):
+    return run(theta0, jax.random.key(0), plan.data(etas=eta[None]))
+
+  etas = jnp.geomspace(0.1, 3.0, 20)
+  assert "cond" in _primitive_names(jax.make_jaxpr(jax.vmap(one))(etas).jaxpr)
+  batch, single = jax.jit(jax.vmap(one))(etas), jax.jit(one)
+  for i, eta in enumerate(etas):
+    alone = single(eta)
+    for name in ("risk", "alpha", "beta"):
+      np.testing.assert_allclose(getattr(batch, name)[i], getattr(alone, name), rtol=0,
+                                 atol=1e-15)
+    for name, value in alone.records.items():
+      np.testing.assert_allclose(batch.records[name][i], value, rtol=0, atol=1e-15)
