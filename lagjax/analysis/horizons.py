@@ -92,8 +92,10 @@ class Horizons:
 
   Example:
     >>> from lagjax.analysis import horizons
-    >>> horizons.Horizons(t1=100.0, gd_steps=50).t1
-    100.0
+    >>> short = horizons.Horizons(t1=100.0, settle=10.0, attention=5.0, gd_steps=50,
+    ...                           gd_settle_steps=10)
+    >>> short.t1, short.not_learned_flow
+    (100.0, 'not learned by t = 100')
     >>> horizons.Horizons(settle=-1.0)
     Traceback (most recent call last):
     ...
@@ -164,10 +166,12 @@ class Horizons:
 
   @property
   def not_learned_flow(self) -> str:
+    """The reason a flow cell is empty when the run did not learn."""
     return f"not learned by t = {self.t1:g}"
 
   @property
   def not_learned_gd(self) -> str:
+    """The reason a GD cell is empty when the run did not learn."""
     return f"not learned in {self.gd_steps} steps"
 
 
@@ -395,7 +399,7 @@ def _flow_options(horizons: Horizons) -> dict:
               closed_form=False)
 
 
-def flow_cells(lang, theta0, name: str, r_star: float, horizons: Horizons,
+def _flow_cells(lang, theta0, name: str, r_star: float, horizons: Horizons,
                risk: Callable, checked: dict | None = None) -> tuple[dict, tuple]:
   """The flow columns of plan `name` (docs/theory.md §10; module docstring), and its curve.
 
@@ -415,7 +419,7 @@ def flow_cells(lang, theta0, name: str, r_star: float, horizons: Horizons,
   checked = {} if checked is None else checked
   plan = padded_flow_plan(flow_plan(name, h), h.t1)
   options = _flow_options(h)
-  run = lj_flow(lang, plan, theta0, t1=h.t1, **options)
+  run = flow_lib.flow(lang, plan, theta0, t1=h.t1, **options)
   times, risks = np.asarray(run.time), np.asarray(run.risk)
   # Phase ends are records too; the padding's ends past t1 repeat t1: one record per time.
   distinct = np.concatenate([[True], np.diff(times) > 0])
@@ -434,7 +438,7 @@ def flow_cells(lang, theta0, name: str, r_star: float, horizons: Horizons,
     cells["plateau_level"] = level
     cells["plateau_exit"] = float(times[leave]) if leave >= 0 else f"not left by t = {h.t1:g}"
     # θ at the plateau: the same flow stopped there (t1 is traced: no recompilation).
-    at = lj_flow(lang, plan, theta0, t1=float(times[start]), **options).params
+    at = flow_lib.flow(lang, plan, theta0, t1=float(times[start]), **options).params
     # Plans that meet the same plateau (output_only and attention_first from θ0 = 0) share
     # one check: each builds and compiles its Hessian anew.
     key = np.round(np.asarray(ravel_pytree(at)[0]), 6).tobytes()
@@ -452,7 +456,7 @@ def flow_cells(lang, theta0, name: str, r_star: float, horizons: Horizons,
   cells["tail"] = tail.verdict
   cells["tail_exponent"] = tail.exponent if tail.power_law else tails.NO_TAIL
   if learned:
-    stopped = lj_flow(lang, plan, theta0, t1=h.t1, epsilon=r_star + h.epsilon, **options)
+    stopped = flow_lib.flow(lang, plan, theta0, t1=h.t1, epsilon=r_star + h.epsilon, **options)
     summary = stopped.summary
     cells.update(_lag_cells(float(summary["tau_eps"]), float(summary["half_time_alpha"]),
                             float(summary["half_time_beta"]), h.not_learned_flow))
@@ -462,12 +466,7 @@ def flow_cells(lang, theta0, name: str, r_star: float, horizons: Horizons,
   return cells, (times, risks)
 
 
-def lj_flow(lang, plan, theta0, **options):
-  """lj.flow (the row's one flow call; a name of its own so tests can count the calls)."""
-  return flow_lib.flow(lang, plan, theta0, **options)
-
-
-def gd_run(lang, theta0, name: str, etas, horizons: Horizons):
+def _gd_run(lang, theta0, name: str, etas, horizons: Horizons):
   """lj.train of plan `name` at `etas` from θ0, padded to NUM_PHASES phases (§5).
 
   Args:
@@ -549,11 +548,11 @@ def select(evaluate: Callable, grids: Sequence[Sequence[float]], cap) -> tuple[t
   return tuple(chosen), values, "; ".join(parts) or "interior"
 
 
-def gd_cells(lang, theta0, name: str, r_star: float, horizons: Horizons) -> tuple[dict, tuple]:
+def _gd_cells(lang, theta0, name: str, r_star: float, horizons: Horizons) -> tuple[dict, tuple]:
   """The GD columns of plan `name` at its selected step sizes (docs/theory.md §10).
 
   Args:
-    lang, theta0, name, r_star, horizons: as in `flow_cells`.
+    lang, theta0, name, r_star, horizons: as in `_flow_cells`.
 
   Returns:
     (cells, (steps, risks)).
@@ -563,7 +562,7 @@ def gd_cells(lang, theta0, name: str, r_star: float, horizons: Horizons) -> tupl
   runs = {}
 
   def evaluate(etas):
-    runs[etas] = gd_run(lang, theta0, name, etas, h)
+    runs[etas] = _gd_run(lang, theta0, name, etas, h)
     return _final(runs[etas])
 
   chosen, values, note = select(evaluate, grids, h.gd_cap)
@@ -647,9 +646,9 @@ def row(lang: languages.Language, layout: str, *, horizons: Horizons = Horizons(
   for name in plan_names:
     for kind in dynamics:
       if kind == "flow":
-        cells, curve = flow_cells(lang, theta0, name, r_star, h, risk, checked)
+        cells, curve = _flow_cells(lang, theta0, name, r_star, h, risk, checked)
       else:
-        cells, curve = gd_cells(lang, theta0, name, r_star, h)
+        cells, curve = _gd_cells(lang, theta0, name, r_star, h)
       records.append({**base, "plan": name, "dynamics": kind, **cells})
       curves[name, kind] = curve
       done += 1
@@ -665,5 +664,5 @@ COLUMNS = ("language", "layout", "plan", "dynamics", "r_star", "r_star_error", "
            "half_time_ratio", "tail", "tail_exponent", "regime")
 
 __all__ = ["COLUMNS", "DYNAMICS", "GD_AXES", "Horizons", "LAYOUTS", "NUM_PHASES",
-           "PLAN_NAMES", "Row", "flow_cells", "flow_plan", "gd_cells", "gd_plan", "gd_run",
-           "optimum_cells", "padded_flow_plan", "padded_gd_plan", "plateau", "row", "select"]
+           "PLAN_NAMES", "Row", "flow_plan", "gd_plan", "optimum_cells", "padded_flow_plan",
+           "padded_gd_plan", "plateau", "row", "select"]
