@@ -132,9 +132,11 @@ def verdicts(rows: list[dict]) -> list[dict]:
       line["t_α/t_β"] = (_cell(ratio) + (" (attention lags)" if ratio > 1 else "")
                          if isinstance(ratio, float) else ratio)
       plateau = joint["plateau_level"]
+      left = joint["plateau_exit"]
+      left = f"left at t = {left:.4g}" if isinstance(left, float) else left
       line["plateau"] = ("none" if isinstance(plateau, str) else
-                         f"{plateau:.4g}, left at {_cell(joint['plateau_exit'])}; "
-                         f"{joint['plateau_saddle']} (λ = {_cell(joint['plateau_lambda'])})")
+                         f"{plateau:.4g}, {left}; {joint['plateau_saddle']} "
+                         f"(λ = {_cell(joint['plateau_lambda'])})")
       line["tail"] = joint["tail"]
     lines.append(line)
   return lines
