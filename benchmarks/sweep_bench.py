@@ -40,6 +40,8 @@ Each subprocess run gets its own fresh workdir; the table reports medians.
 Usage (from the repo root):
   python -m benchmarks.sweep_bench [--quick] [--json PATH]
   python -m benchmarks.sweep_bench --gd-only   # case 3 alone, printed, RESULTS.md untouched
+  python -m benchmarks.sweep_bench --gd-batching [T_full]   # case 3: the loop's batching
+      before (one vmap, records batched) and after (chunks, records per member), one run
 """
 
 from __future__ import annotations
@@ -424,9 +426,83 @@ def gd_only() -> None:
                    f"{harness.format_loads(info['load_average_at_end'])})", "", *lines]))
 
 
+def gd_batching_case(partition, steps: int) -> dict:
+  """Seconds of case 3's forms with the loop's batching as it is (chunks of BATCH_CHUNK,
+  records per member) and as it was (one vmap, records batched: runner.make_loop with
+  batch_chunk=None, records_per_member=False), all in one round-robin run."""
+  from lagjax.dynamics import runner as runner_lib
+  lang = lj.occurrence(D)
+  plan = lj.plans.joint(1.0, steps)
+  groups = partition.num_groups
+  theta0 = {"alpha": jnp.zeros(groups), "beta": jnp.zeros(groups)}
+  key = jax.random.key(0)
+  etas = jnp.asarray(np.geomspace(*GD_ETA_RANGE, GD_CONFIGS))[:, None]
+  make_loop = runner_lib.make_loop
+
+  def old_loop(*args, **kwargs):
+    return make_loop(*args, **dict(kwargs, batch_chunk=None, records_per_member=False))
+
+  forms = {}
+  for version in ("after", "before"):
+    runner_lib.make_loop = make_loop if version == "after" else old_loop
+    try:
+      plan_runner = make_runner(lang, plan.slots(), partition, num_steps=steps,
+                                record_every=steps)
+
+      def runner(theta0, key, eta, plan_runner=plan_runner):
+        return plan_runner(theta0, key, plan.data(etas=eta))
+
+      forms[f"vmap {version}"] = (jax.jit(jax.vmap(runner, in_axes=(None, None, 0))).lower(
+          theta0, key, etas).compile(), (theta0, key, etas))
+      mapped = jax.jit(lambda e, runner=runner: jax.lax.map(
+          lambda x: runner(theta0, key, x), e, batch_size=CHUNK)).lower(etas).compile()
+      forms[f"map {version}"] = (mapped, (etas,))
+    finally:
+      runner_lib.make_loop = make_loop
+  single = jax.jit(runner).lower(theta0, key, etas[0]).compile()
+  forms["loop"] = (lambda etas: [single(theta0, key, e) for e in etas], (list(etas),))
+  seconds, final = {}, {}
+  for name, (call, args) in forms.items():
+    start = time.perf_counter()
+    out = jax.block_until_ready(call(*args))
+    seconds[name] = time.perf_counter() - start
+    final[name] = (np.array([float(run.risk[-1]) for run in out]) if name == "loop"
+                   else np.asarray(out.risk[:, -1]))
+    log(f"GD batching {groups} groups T={steps} {name}: {seconds[name]:.2f} s")
+  return {"groups": groups, "steps": steps, "seconds": seconds,
+          "max_abs_delta_vs_loop": {name: float(np.max(np.abs(final[name] - final["loop"])))
+                                    for name in final}}
+
+
+def gd_batching(steps_full: int) -> None:
+  """Prints gd_batching_case for the full-d (T = steps_full) and tied (T = 1000) runs."""
+  harness.setup_jax()
+  load_average = os.getloadavg()
+  rows = []
+  for label, partition, steps in (
+      ("full (50 groups)", lj.partition.singletons(D), steps_full),
+      ("tied (2 groups)", lj.partition.of_language(lj.occurrence(D)), GD_STEPS)):
+    result = gd_batching_case(partition, steps)
+    seconds = result["seconds"]
+    for name in ("vmap before", "vmap after", "map before", "map after", "loop"):
+      rows.append((f"{label}, T={steps}, {GD_CONFIGS} η: {name}", f"{seconds[name]:.2f} s",
+                   f"{seconds['loop'] / seconds[name]:.2f}×",
+                   f"{result['max_abs_delta_vs_loop'][name]:.1e}"))
+  info = machine(load_average)
+  print("\n".join([f"{harness.machine_line(info)} (at end "
+                   f"{harness.format_loads(info['load_average_at_end'])})", "",
+                   *harness.markdown_table(("form", "seconds", "loop / form",
+                                            "max |Δ R_T| vs loop"), rows)]))
+
+
 def main(argv=None) -> None:
-  if "--gd-only" in (sys.argv[1:] if argv is None else argv):
+  argv = sys.argv[1:] if argv is None else argv
+  if "--gd-only" in argv:
     gd_only()
+    return
+  if "--gd-batching" in argv:
+    tail = argv[argv.index("--gd-batching") + 1:]
+    gd_batching(int(tail[0]) if tail else GD_STEPS)
     return
   harness.main(run, table, __doc__,
                "1 run of case 1, no stretch case, T = 100 for the full-d GD sweep", argv)
