@@ -60,22 +60,23 @@ def main(argv):
   star_free = {name: regular.is_star_free(lang) if isinstance(lang, languages.AutomatonLabels)
                else "n/a" for name, lang in zip(names, langs)}
   store = atlas_report.Store(workdir, common.json_of(config) if config.resume else None)
-  pairs = [(name, lang, layout) for name, lang in zip(names, langs) for layout in config.layouts]
+  pairs = [(spec, name, lang, layout) for spec, name, lang in zip(config.languages, names, langs)
+           for layout in config.layouts]
   # Progress in (plan, dynamics) runs of the pairs; a resumed run starts at the pairs done.
   progress = experiment.progress("runs (plan × dynamics)")
   per_pair = len(config.plans) * len(config.dynamics)
   total = per_pair * len(pairs)
   timings = dict(store.seconds)
-  progress(per_pair * sum(store.has(name, layout) for name, _, layout in pairs), total)
-  for name, lang, layout in pairs:
-    if store.has(name, layout):
+  progress(per_pair * sum(store.has(spec, layout) for spec, _, _, layout in pairs), total)
+  for spec, name, lang, layout in pairs:
+    if store.has(spec, layout):
       continue
-    base = per_pair * sum(store.has(n, lay) for n, _, lay in pairs)
+    base = per_pair * sum(store.has(s, lay) for s, _, _, lay in pairs)
     found = horizons_lib.row(lang, layout, horizons=settings, plan_names=tuple(config.plans),
                              dynamics=tuple(config.dynamics),
                              progress=lambda done, _, base=base: progress(base + done, total))
-    store.add(name, layout, found, star_free[name])
-    timings[f"{name}/{layout}"] = round(found.seconds, 1)
+    store.add(spec, name, layout, found, star_free[name])
+    timings[f"{spec}/{layout}"] = round(found.seconds, 1)
     atlas_report.write(workdir, store, settings, config)
     experiment.write_metadata(
         seconds=round(time.time() - experiment.started, 1), pair_seconds=timings,

@@ -20,7 +20,7 @@ from lagjax.analysis import horizons
 from lagjax.data import languages
 
 ROWS, CURVES, STAMP = "rows.csv", "curves.csv", "store.json"
-CURVE_COLUMNS = ("language", "layout", "plan", "time", "risk")
+CURVE_COLUMNS = ("language", "layout", "plan", "time", "risk")   # language: the spec
 
 
 def language_name(spec: str) -> str:
@@ -71,7 +71,7 @@ class Store:
           with open(path, newline="") as f:
             target.extend({k: _number(v) for k, v in row.items()} for row in csv.DictReader(f))
       for row in self.rows:
-        self.seconds[f"{row['name']}/{row['layout']}"] = row["pair_seconds"]
+        self.seconds[f"{row['spec']}/{row['layout']}"] = row["pair_seconds"]
     else:
       for name in (ROWS, CURVES):
         if os.path.exists(os.path.join(workdir, name)):
@@ -79,14 +79,17 @@ class Store:
     with open(stamp_path, "w") as f:
       json.dump({"config_sha256": stamp}, f)
 
-  def has(self, name: str, layout: str) -> bool:
-    return any(row["name"] == name and row["layout"] == layout for row in self.rows)
+  def has(self, spec: str, layout: str) -> bool:
+    """Whether the pair (config.languages entry `spec`, layout) is finished."""
+    return any(row["spec"] == spec and row["layout"] == layout for row in self.rows)
 
-  def add(self, name: str, layout: str, found: horizons.Row, star_free) -> None:
-    """Appends a finished pair: its rows (named `name`) and its flow curves."""
-    rows = [{"name": name, "star_free": star_free, **{c: record[c] for c in horizons.COLUMNS},
-             "pair_seconds": round(found.seconds, 1)} for record in found.records]
-    curves = [{"language": name, "layout": layout, "plan": plan, "time": float(t),
+  def add(self, spec: str, name: str, layout: str, found: horizons.Row, star_free) -> None:
+    """Appends a finished pair: its rows (keyed by `spec`, shown as `name`: two specs may
+    share a name, e.g. a file and a factory) and its flow curves."""
+    rows = [{"spec": spec, "name": name, "star_free": star_free,
+             **{c: record[c] for c in horizons.COLUMNS}, "pair_seconds": round(found.seconds, 1)}
+            for record in found.records]
+    curves = [{"language": spec, "layout": layout, "plan": plan, "time": float(t),
                "risk": float(r)}
               for (plan, kind), (times, risks) in found.curves.items() if kind == "flow"
               for t, r in zip(times, risks)]
@@ -100,7 +103,7 @@ class Store:
         writer.writerows(rows_new)
     self.rows += rows
     self.curves += curves
-    self.seconds[f"{name}/{layout}"] = round(found.seconds, 1)
+    self.seconds[f"{spec}/{layout}"] = round(found.seconds, 1)
 
 
 def _cell(value) -> str:
@@ -232,7 +235,7 @@ def figure_curves(store: Store, path: str) -> str:
       if row["layout"] != layout or row["plan"] != "joint" or row["dynamics"] != "flow":
         continue
       points = [(c["time"], c["risk"]) for c in store.curves
-                if c["language"] == row["name"] and c["layout"] == layout and c["plan"] == "joint"
+                if c["language"] == row["spec"] and c["layout"] == layout and c["plan"] == "joint"
                 and c["time"] > 0]
       if not points:
         continue

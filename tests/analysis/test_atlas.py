@@ -174,8 +174,8 @@ def test_the_report_opens_with_verdicts_marks_reasons_and_resumes(tmp_path):
   config = atlas_config.get_config("quick")
   stamp = json.dumps({"config": "a"})
   store = atlas_report.Store(str(tmp_path), stamp)
-  store.add("fake", "cls", fake_row("cls", True), True)
-  store.add("fake", "last", fake_row("last", False), True)
+  store.add("fake:1", "fake", "cls", fake_row("cls", True), True)
+  store.add("fake:1", "fake", "last", fake_row("last", False), True)
   settings = horizons.Horizons(**config.horizons.to_dict())
   atlas_report.write(str(tmp_path), store, settings, config)
   text = (tmp_path / "atlas.md").read_text()
@@ -187,7 +187,7 @@ def test_the_report_opens_with_verdicts_marks_reasons_and_resumes(tmp_path):
   assert (tmp_path / "heatmap.png").stat().st_size > 0
   assert (tmp_path / "curves.png").stat().st_size > 0
   again = atlas_report.Store(str(tmp_path), stamp)
-  assert again.has("fake", "cls") and again.has("fake", "last")
+  assert again.has("fake:1", "cls") and again.has("fake:1", "last")
   assert [row["final_risk"] for row in again.rows] == [row["final_risk"] for row in store.rows]
   assert again.rows[0]["learned"] is True and again.rows[-1]["tau_eps"] == "not learned by t = 100"
   assert len(again.curves) == len(store.curves)
