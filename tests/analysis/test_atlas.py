@@ -211,7 +211,7 @@ def test_the_binary_writes_every_output_and_a_second_run_resumes(tmp_path):
                "metadata.json"):
     assert (workdir / name).exists(), name
   rows = (workdir / "rows.csv").read_text()
-  assert rows.count("\ntomita_1,") == 2
+  assert rows.count("\ntomita:1,tomita_1,") == 2    # spec, then the row's name
   metadata = json.loads((workdir / "metadata.json").read_text())
   assert metadata["pairs_finished"] == metadata["pairs"] == 1
   second = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
