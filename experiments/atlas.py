@@ -28,32 +28,9 @@ _CONFIG = config_flags.DEFINE_config_file("config")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/atlas", "Output folder.")
 
 
-def validate(config):
-  """(languages, Horizons), or one line naming the bad field, before any compute."""
-  for field, allowed in (("layouts", tuple(horizons_lib.LAYOUTS)),
-                         ("plans", horizons_lib.PLAN_NAMES),
-                         ("dynamics", horizons_lib.DYNAMICS)):
-    values = tuple(config[field])
-    if not values:
-      raise ValueError(f"config.{field} must name at least one of {', '.join(allowed)}.")
-    for value in values:
-      if value not in allowed:
-        raise ValueError(f"config.{field}: unknown {field[:-1]} {value!r}; allowed: "
-                         f"{', '.join(allowed)}.")
-  try:
-    settings = horizons_lib.Horizons(**config.horizons.to_dict())
-  except (ValueError, TypeError) as error:
-    raise ValueError(f"config.{str(error).replace('horizons ', 'horizons.', 1)}") from error
-  try:
-    langs = [languages.from_spec(spec) for spec in config.languages]
-  except (ValueError, TypeError) as error:
-    raise ValueError(f"config.languages: {error}") from error
-  return langs, settings
-
-
 def main(argv):
   del argv
-  experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=validate)
+  experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=atlas_report.validate)
   config, workdir = experiment.config, experiment.workdir
   langs, settings = experiment.validated
   names = [atlas_report.language_name(spec) for spec in config.languages]

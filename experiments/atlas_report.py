@@ -3,7 +3,8 @@ curves.csv (the store a resumed run reads back), atlas.md (a verdict table first
 row), heatmap.png (excess risk over the certified optimum) and curves.png (R(t) of joint
 gradient flow on log axes, plateaus and τ_ε marked).
 
-No flags here, so tests (and other code) can import it beside another binary's module.
+Also the config's validation. No flags here, so tests (and other code) can import it beside
+another binary's module (absl refuses a second definition of --config in one process).
 """
 
 from __future__ import annotations
@@ -21,6 +22,29 @@ from lagjax.data import languages
 
 ROWS, CURVES, STAMP = "rows.csv", "curves.csv", "store.json"
 CURVE_COLUMNS = ("language", "layout", "plan", "time", "risk")   # language: the spec
+
+
+def validate(config):
+  """(languages, Horizons), or one line naming the bad field, before any compute."""
+  for field, allowed in (("layouts", tuple(horizons.LAYOUTS)),
+                         ("plans", horizons.PLAN_NAMES),
+                         ("dynamics", horizons.DYNAMICS)):
+    values = tuple(config[field])
+    if not values:
+      raise ValueError(f"config.{field} must name at least one of {', '.join(allowed)}.")
+    for value in values:
+      if value not in allowed:
+        raise ValueError(f"config.{field}: unknown {field[:-1]} {value!r}; allowed: "
+                         f"{', '.join(allowed)}.")
+  try:
+    settings = horizons.Horizons(**config.horizons.to_dict())
+  except (ValueError, TypeError) as error:
+    raise ValueError(f"config.{str(error).replace('horizons ', 'horizons.', 1)}") from error
+  try:
+    langs = [languages.from_spec(spec) for spec in config.languages]
+  except (ValueError, TypeError) as error:
+    raise ValueError(f"config.languages: {error}") from error
+  return langs, settings
 
 
 def language_name(spec: str) -> str:

@@ -130,7 +130,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
     (("languages", ("tomita:9",)), "config.languages: tomita k must be an integer"),
 ])
 def test_a_bad_config_names_its_field(override, message):
-  from experiments import atlas as atlas_binary
+  from experiments import atlas_report
   config = atlas_config.get_config("quick").unlock()
   field, value = override
   if field.startswith("horizons."):
@@ -139,7 +139,7 @@ def test_a_bad_config_names_its_field(override, message):
     config[field] = value
   with pytest.raises(ValueError, match="^" + message.replace("(", r"\(").replace(")", r"\)")
                      .replace("+", r"\+").replace(".", r"\.")):
-    atlas_binary.validate(config)
+    atlas_report.validate(config)
 
 
 def fake_row(layout, learned):
