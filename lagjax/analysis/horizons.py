@@ -477,7 +477,7 @@ def _gd_run(lang, theta0, name: str, etas, horizons: Horizons):
     The Trajectory.
   """
   plan = padded_gd_plan(gd_plan(name, etas, horizons))
-  return train.train(lang, plan, theta0, record_every=horizons.gd_record_every)
+  return train.train(lang, plan, theta0, record_every=horizons.gd_record_every, zero_one=False)
 
 
 def _final(run) -> float:

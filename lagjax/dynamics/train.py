@@ -193,7 +193,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
                 route="auto", layout: direct.Layout = direct.PLAIN, record_every: int = 1,
                 record_steps=None, max_risk: float = runner.MAX_VALUE,
                 error_samples: int = error_lib.ERROR_SAMPLES, kqv_form: bool = False,
-                num_points: int | None = None, sharpness: int = 0):
+                num_points: int | None = None, sharpness: int = 0, zero_one: bool = True):
   """Builds run(theta0_grouped, key, data) -> Trajectory for one slot structure (not jitted).
 
   theta0_grouped holds one entry per group of `partition`; data is the plan's
@@ -223,6 +223,7 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
     sharpness: k > 0 records the top k eigenvalues of the population risk's Hessian at
       every record (`stepped_sharpness`, §5d) and the summary of
       metrics.sharpness_summary; 0 (default) records none.
+    zero_one: record the 0-1 error (records error); False leaves it out.
 
   Returns:
     run(theta0_grouped, key, data[, kqv_fixed]) -> Trajectory (as `train` returns it),
@@ -255,8 +256,8 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
   population = build(route)
   report = population.report
   sizes = jnp.asarray(partition.sizes)
-  error_report, error_route = error_lib.best_route(lang, partition, error_samples,
-                                                   layout=layout)
+  error_report, error_route = (error_lib.best_route(lang, partition, error_samples,
+                                                    layout=layout) if zero_one else (None, "none"))
   letters = lang.margin_letters()
   groups = kqv.PARAM_GROUPS if kqv_form else direct.PARAM_GROUPS
 
@@ -337,8 +338,9 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
       token_params = direct.expand_params(partition, params)
       margin = (direct.attention_margin(token_params, letters) if layout.plain
                 else jnp.array(jnp.nan))
-      return {"risk": population_report["risk"], "error": error_report(params)["error"],
-              "alpha": direct.attention_vector(token_params),
+      if zero_one:
+        extra["error"] = error_report(params)["error"]
+      return {"risk": population_report["risk"], "alpha": direct.attention_vector(token_params),
               "beta": direct.output_vector(token_params), "margin": margin,
               "grid_covered": population_report.get("grid_covered", jnp.array(True)), **extra}
 
@@ -374,7 +376,8 @@ def make_runner(lang: languages.Language, slots: Sequence[plans.Slot],
 def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squared",
           route: str = "auto", record_every: int = 1, key=None, num_seeds: int | None = None,
           tied="auto", max_risk: float = runner.MAX_VALUE,
-          num_points: int | None = None, sharpness: int = 0) -> Trajectory:
+          num_points: int | None = None, sharpness: int = 0,
+          zero_one: bool = True) -> Trajectory:
   """Runs `plan` on `lang` from θ0 (default zero) and records the trajectory, by exact
   population (or empirical) GD in one scan (docs/theory.md §5; tying: §3b).
 
@@ -400,6 +403,10 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
       every record, on the parameters the step there trains, in the per-token metric
       (`stepped_sharpness`, docs/theory.md §5d); 0 (default): none. At most the number
       of parameters the run steps (those of the token groups when tied).
+    zero_one: record the 0-1 error (default). False leaves records error out: on the
+      automaton route it costs several times the step itself (even pairs, 17 parameters:
+      10⁴ steps recorded at every step take 45 s with it, 8 s without), and a run that
+      reads only R, α and β (the atlas, §10) does not need it.
 
   Returns:
     A Trajectory (lagjax/dynamics/trajectory.py; a leading seed axis on every array when
@@ -409,9 +416,10 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
     - risk, alpha, beta (R,), (R, d), (R, d): the population risk by `route`, the
       attention and output tables (direct.attention_vector, output_vector);
     - records: error (R,), the 0-1 error (exact by the threshold, lattice or automaton
-      route, or sampled on a fixed sample: info error_route), and margin (R,), the
-      attention margin min_{a∈L} α_a - max_{σ∉L} α_σ (L = the language's
-      margin_letters(); NaN when it has none);
+      route, or sampled on a fixed sample: info error_route; absent, and error_route
+      "none", with zero_one=False), and margin (R,), the attention margin
+      min_{a∈L} α_a - max_{σ∉L} α_σ (L = the language's margin_letters(); NaN when it has
+      none);
     - summary: grid_covered, whether every Laplace evaluation had enough quadrature nodes;
     - with sharpness = k: records sharpness (R, k), λ_1 ≥ … ≥ λ_k at each record, and
       summary max_sharpness, end_sharpness and first_unstable_step, the first record step
@@ -456,7 +464,7 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
   def attempt(size):
     run = _compiled_runner(lang, plan.slots(), plan.total_steps, partition, loss, route,
                            layout, record_every, max_risk, num_points=size,
-                           sharpness=sharpness)
+                           sharpness=sharpness, zero_one=bool(zero_one))
     if num_seeds is None:
       return run(grouped, key, data)
     keys = jax.random.split(key, num_seeds)
@@ -543,11 +551,11 @@ def with_grid_info(resized: coverage.Resized, fixed: bool) -> Trajectory:
 
 @functools.lru_cache(maxsize=32)
 def _compiled_runner(lang, slots, num_steps, partition, loss, route, layout, record_every,
-                     max_risk, kqv_form=False, num_points=None, sharpness=0):
+                     max_risk, kqv_form=False, num_points=None, sharpness=0, zero_one=True):
   return jax.jit(make_runner(lang, slots, partition, num_steps=num_steps, loss=loss,
                              route=route, layout=layout, record_every=record_every,
                              max_risk=max_risk, kqv_form=kqv_form, num_points=num_points,
-                             sharpness=sharpness))
+                             sharpness=sharpness, zero_one=zero_one))
 
 
 def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float = 0.1,

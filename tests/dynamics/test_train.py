@@ -445,6 +445,22 @@ def test_record_every_thins_the_records():
   np.testing.assert_allclose(thinned.error, every.error[kept], rtol=0, atol=EXACT)
 
 
+def test_zero_one_false_leaves_the_error_out_and_nothing_else():
+  """zero_one=False (the atlas's GD runs) drops records error and its route, and the run is
+  the same to the bit: the 0-1 error is only read, never stepped on."""
+  pairs = lj.languages.from_spec("even_pairs")
+  theta0 = lj.models.direct.init_params(pairs.d, query="last", positions="first_last")
+  plan = lj.plans.joint(1.0, 6)
+  full = lj.train(pairs, plan, theta0)
+  light = lj.train(pairs, plan, theta0, zero_one=False)
+  assert "error" in full.records and "error" not in light.records
+  assert dict(full.info)["error_route"] == "automaton"
+  assert dict(light.info)["error_route"] == "none"
+  for name in ("risk", "alpha", "beta"):
+    np.testing.assert_array_equal(getattr(light, name), getattr(full, name))
+  np.testing.assert_array_equal(light.records["margin"], full.records["margin"])
+
+
 @pytest.mark.parametrize("options, field", [
     ({"record_every": 0}, "record_every"), ({"record_every": 1.5}, "record_every"),
     ({"max_risk": 0.0}, "max_risk"), ({"tied": "yes"}, "tied"),
