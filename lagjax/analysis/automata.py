@@ -220,6 +220,87 @@ def _classes(max_states: int) -> tuple[CensusLanguage, ...]:
   return tuple(sorted(entries, key=lambda entry: (entry.num_states, entry.name)))
 
 
+def from_name(name: str) -> CensusLanguage:
+  """The census entry named `name` ("dfa:<rows>:<accepting>", CensusLanguage.name), read back
+  (docs/theory.md §10a): the table as written (start 0), its fewest states and star-freeness.
+
+  Args:
+    name: "dfa:" then the Q rows of the table (two digits each, the states after 0 and 1)
+      joined by ".", then ":" and the accepting states' digits (possibly none).
+
+  Returns:
+    The CensusLanguage with that table; num_states is that of its minimal DFA on Σ⁺ or of
+    its complement's, whichever is smaller.
+
+  Raises:
+    ValueError: one line naming the name, when it is not of that form or a state is out of
+      range.
+
+  Example:
+    >>> entry = lj.analysis.automata.from_name("dfa:01.10:1")   # parity
+    >>> entry.table, entry.accepting, entry.num_states, entry.star_free
+    (((0, 1), (1, 0)), (False, True), 2, False)
+  """
+  parts = str(name).split(":")
+  rows = parts[1].split(".") if len(parts) == 3 and parts[0] == "dfa" else []
+  num_states = len(rows)
+  digits_ok = (rows and num_states <= 9
+               and all(len(row) == ALPHABET and row.isdigit() for row in rows)
+               and (parts[2] == "" or parts[2].isdigit()))
+  if not digits_ok or any(int(c) >= num_states for c in "".join(rows) + parts[2]):
+    raise ValueError(f"census language {name!r}: expected 'dfa:<rows>:<accepting>', Q rows "
+                     f"of {ALPHABET} state digits below Q joined by '.', e.g. 'dfa:01.10:1' "
+                     f"(parity).")
+  table = tuple(tuple(int(c) for c in row) for row in rows)
+  accepting = tuple(str(q) in parts[2] for q in range(num_states))
+  array, flags = np.array(table, np.int64), np.array(accepting)
+  # The fewest states: the minimal DFA of L (a complement has as many), or that of L ∩ Σ⁺
+  # (or of its complement), which may be smaller since the empty string does not count.
+  fewest = min(len(_canonical(array, flags, 0)[0]), len(_nonempty_key(array, flags, 0)[0]),
+               len(_nonempty_key(array, ~flags, 0)[0]))
+  states = [q for q, flag in enumerate(accepting) if flag]
+  return CensusLanguage(_name(table, accepting), table, accepting, fewest,
+                        star_free((array, states)))
+
+
+def expand(spec: str) -> list[CensusLanguage] | None:
+  """The census entries a language spec names (docs/theory.md §10a), or None for a spec that
+  is not a census one: "census:Q" (`census(Q)`), "census_sample:Q,size,seed"
+  (`census_sample`) or one entry "dfa:<rows>:<accepting>" (`from_name`).
+
+  Args:
+    spec: a language spec.
+
+  Returns:
+    The CensusLanguages, or None.
+
+  Raises:
+    ValueError: one line naming the spec, for bad arguments.
+
+  Example:
+    >>> automata = lj.analysis.automata
+    >>> len(automata.expand("census:2")), automata.expand("tomita:3")
+    (9, None)
+    >>> [entry.name for entry in automata.expand("census_sample:3,2,0")]
+    ['dfa:11.21.12:2', 'dfa:12.11.00:12']
+  """
+  name, _, args = str(spec).partition(":")
+  if name == "dfa":
+    return [from_name(spec)]
+  if name not in ("census", "census_sample"):
+    return None
+  try:
+    values = [int(a) for a in args.split(",")] if args else []
+  except ValueError:
+    values = None
+  expected = 1 if name == "census" else 3
+  if values is None or len(values) != expected:
+    form = "census:Q" if name == "census" else "census_sample:Q,size,seed"
+    raise ValueError(f"language {spec!r}: expected {form!r} with integers, e.g. "
+                     f"{'census:2' if name == 'census' else 'census_sample:3,200,0'!r}.")
+  return census(*values) if name == "census" else census_sample(*values)
+
+
 def census(max_states: int = 2) -> list[CensusLanguage]:
   """Every binary language of the census with at most `max_states` states (§10a): one per
   class of a language and its complement on the strings of length ≥ 1, up to state renaming,
@@ -280,4 +361,4 @@ def census_sample(num_states: int = 3, size: int = 200, seed: int = 0) -> list[C
 
 
 __all__ = ["ALPHABET", "CensusLanguage", "MAX_ENUMERATED_STATES", "census", "census_sample",
-           "one_class_per_length", "star_free"]
+           "expand", "from_name", "one_class_per_length", "star_free"]

@@ -3,6 +3,7 @@ a brute-force check on labels, one class per length against labels, and the cens
 against a count by label vectors that never minimises an automaton."""
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -179,3 +180,29 @@ def test_census_language_reads_back_its_labels():
   expected = np.where(_labels(entry.table, entry.accepting, words), 1.0, -1.0)
   np.testing.assert_array_equal(np.asarray(lang.label_tokens(tokens, mask)), expected)
   assert isinstance(lang, lj.data.regular.RegularLanguage)
+
+
+def test_a_census_name_reads_back_to_its_entry():
+  """from_name inverts CensusLanguage.name on every class with at most 3 states (the table,
+  the accepting states, the fewest states and star-freeness), and expand names them."""
+  census = automata.census(3)
+  assert [automata.from_name(entry.name) for entry in census] == census
+  assert automata.expand("census:3") == census
+  assert automata.expand("census_sample:3,7,1") == automata.census_sample(3, 7, 1)
+  assert automata.expand("dfa:01.10:1") == [automata.from_name("dfa:01.10:1")]
+  assert automata.expand("tomita:3") is None
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("dfa:01.12:1", "census language 'dfa:01.12:1': expected 'dfa:<rows>:<accepting>'"),
+    ("dfa:01.10:2", "census language 'dfa:01.10:2': expected"),
+    ("dfa:011.10:1", "census language 'dfa:011.10:1': expected"),
+    ("dfa:01.10", "census language 'dfa:01.10': expected"),
+    ("census:x", "language 'census:x': expected 'census:Q' with integers"),
+    ("census_sample:3,200", "language 'census_sample:3,200': expected "
+                            "'census_sample:Q,size,seed'"),
+    ("census:4", "max_states must be an integer in {1, …, 3}; got 4."),
+])
+def test_a_bad_census_spec_names_itself(spec, message):
+  with pytest.raises(ValueError, match="^" + re.escape(message)):
+    automata.expand(spec)
