@@ -6,10 +6,14 @@ under gradient flow to t = 10⁶ and under GD at bracketed step sizes, against c
   python -m experiments.atlas --config experiments/configs/atlas.py:quick --workdir /tmp/atlas
 
 One row per (language, layout, plan, dynamics) by lagjax.analysis.horizons.row, one (language,
-layout) at a time. After each (language, layout) the binary appends its rows to rows.csv and
-its flow curves to curves.csv and rewrites atlas.md, heatmap.png and curves.png
-(experiments/atlas_report.py): a run stopped part-way resumes (config.resume) from the pairs
-in rows.csv, provided metadata.json records the same config.
+layout) at a time. Each finished (language, layout) is one chunk of the sweep's resumable
+store (workdir/chunks, lagjax/sweep/chunk_store.py); from the chunks the binary writes
+rows.csv, curves.csv, atlas.md, heatmap.png and curves.png (experiments/atlas_report.py), and
+census.md and census.png for census languages (experiments/configs/census.py). A run stopped
+part-way resumes (config.resume) from the finished chunks, provided store.json records the
+same config. With --coordinator, --num_processes and --process_id (experiments/distributed.py)
+process p of P computes the pairs i ≡ p (mod P) and process 0 writes the files after all have
+finished: the same bytes as one process (the wall times are in metadata.json only).
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ from __future__ import annotations
 import json
 import time
 
-from absl import flags
+import jax
+from absl import app, flags
 from ml_collections import config_flags
 
-from experiments import atlas_report, cli, common
+from experiments import atlas_report, cli, common, distributed
 from lagjax.analysis import horizons as horizons_lib
-from lagjax.data import languages, regular
+from lagjax.sweep import processes
 
 _CONFIG = config_flags.DEFINE_config_file("config")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/atlas", "Output folder.")
@@ -30,39 +35,55 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/atlas", "Output folder.")
 
 def main(argv):
   del argv
-  experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=atlas_report.validate)
+  experiment = common.start(_CONFIG.value, _WORKDIR.value)
+  distributed.initialize()   # before validation builds languages (which may run JAX)
   config, workdir = experiment.config, experiment.workdir
-  langs, settings = experiment.validated
-  names = [atlas_report.language_name(spec) for spec in config.languages]
-  star_free = {name: regular.is_star_free(lang) if isinstance(lang, languages.AutomatonLabels)
-               else "n/a" for name, lang in zip(names, langs)}
-  store = atlas_report.Store(workdir, common.json_of(config) if config.resume else None)
-  pairs = [(spec, name, lang, layout) for spec, name, lang in zip(config.languages, names, langs)
-           for layout in config.layouts]
-  # Progress in (plan, dynamics) runs of the pairs; a resumed run starts at the pairs done.
+  try:
+    entries, settings = atlas_report.validate(config)
+  except ValueError as error:
+    raise app.UsageError(str(error)) from error
+  index, count = jax.process_index(), jax.process_count()
+  pairs = [(entry, layout) for entry in entries for layout in config.layouts]
+  if index == 0:
+    atlas_report.Store.prepare(workdir, common.json_of(config) if config.resume else None)
+  processes.wait_for_processes(count)
+  store = atlas_report.Store(workdir, [(entry.spec, layout) for entry, layout in pairs])
+  # Process p of P computes the pairs i ≡ p (mod P) not yet in the store (the sweep's split);
+  # progress counts (plan, dynamics) runs of this process's pairs.
+  mine = list(processes.my_chunks(len(pairs), index, count))
   progress = experiment.progress("runs (plan × dynamics)")
   per_pair = len(config.plans) * len(config.dynamics)
-  total = per_pair * len(pairs)
-  timings = dict(store.seconds)
-  progress(per_pair * sum(store.has(spec, layout) for spec, _, _, layout in pairs), total)
-  for spec, name, lang, layout in pairs:
-    if store.has(spec, layout):
+  total = per_pair * len(mine)
+  done_before = sum(store.has(i) for i in mine)
+  progress(per_pair * done_before, total)
+  for i in mine:
+    if store.has(i):
       continue
-    base = per_pair * sum(store.has(s, lay) for s, _, _, lay in pairs)
-    found = horizons_lib.row(lang, layout, horizons=settings, plan_names=tuple(config.plans),
-                             dynamics=tuple(config.dynamics),
+    entry, layout = pairs[i]
+    base = per_pair * sum(store.has(j) for j in mine)
+    found = horizons_lib.row(entry.lang, layout, horizons=settings,
+                             plan_names=tuple(config.plans), dynamics=tuple(config.dynamics),
                              progress=lambda done, _, base=base: progress(base + done, total))
-    store.add(spec, name, layout, found, star_free[name])
-    timings[f"{spec}/{layout}"] = round(found.seconds, 1)
-    atlas_report.write(workdir, store, settings, config)
-    experiment.write_metadata(
-        seconds=round(time.time() - experiment.started, 1), pair_seconds=timings,
-        pairs_finished=len(timings), pairs=len(pairs),
-        horizons=json.loads(json.dumps(settings.__dict__, default=list)),
-        languages={n: {"language": lang.describe(), "length_law": str(lang.length)}
-                   for n, lang in zip(names, langs)})
-  atlas_report.write(workdir, store, settings, config)
-  print(f"wrote {workdir} in {time.time() - experiment.started:.0f} s", flush=True)
+    store.add(i, entry.name, found, entry.star_free)
+    if count == 1:  # a single process keeps the outputs current after every pair
+      write_outputs(experiment, store, settings, entries, len(pairs))
+  # A census's shares may take hours: wait as long as a day for the others to finish.
+  processes.wait_for_processes(count, timeout=86400.0)
+  if index == 0:
+    store.reload()
+    write_outputs(experiment, store, settings, entries, len(pairs))
+    print(f"wrote {workdir} in {time.time() - experiment.started:.0f} s", flush=True)
+
+
+def write_outputs(experiment, store, settings, entries, num_pairs: int) -> None:
+  """The report files (atlas_report.write) and metadata.json, with every pair's wall time."""
+  atlas_report.write(experiment.workdir, store, settings, experiment.config)
+  experiment.write_metadata(
+      seconds=round(time.time() - experiment.started, 1), pair_seconds=store.seconds,
+      pairs_finished=len(store.seconds), pairs=num_pairs, process_count=jax.process_count(),
+      horizons=json.loads(json.dumps(settings.__dict__, default=list)),
+      languages={entry.name: {"language": entry.lang.describe(),
+                              "length_law": str(entry.lang.length)} for entry in entries})
 
 
 if __name__ == "__main__":

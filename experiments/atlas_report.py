@@ -13,19 +13,37 @@ import csv
 import hashlib
 import json
 import os
+import shutil
+from typing import NamedTuple
 
 import numpy as np
 
 from experiments import common
-from lagjax.analysis import horizons
-from lagjax.data import languages
+from lagjax.analysis import automata, horizons
+from lagjax.data import languages, regular
+from lagjax.sweep import chunk_store
 
 ROWS, CURVES, STAMP = "rows.csv", "curves.csv", "store.json"
 CURVE_COLUMNS = ("language", "layout", "plan", "time", "risk")   # language: the spec
 
 
+class Entry(NamedTuple):
+  """One language of the run: its key in the store (the config's spec, or a census entry's
+  name), its row name, the Language and whether it is star-free (True/False, "n/a")."""
+
+  spec: str
+  name: str
+  lang: languages.Language
+  star_free: object
+
+
 def validate(config):
-  """(languages, Horizons), or one line naming the bad field, before any compute."""
+  """(entries, Horizons), or one line naming the bad field, before any compute.
+
+  config.languages holds specs of lj.languages.from_spec, and census specs
+  (lagjax.analysis.automata.expand): "census:Q", "census_sample:Q,size,seed" and
+  "dfa:<rows>:<accepting>", each expanded into its entries.
+  """
   for field, allowed in (("layouts", tuple(horizons.LAYOUTS)),
                          ("plans", horizons.PLAN_NAMES),
                          ("dynamics", horizons.DYNAMICS)):
@@ -40,11 +58,22 @@ def validate(config):
     settings = horizons.Horizons(**config.horizons.to_dict())
   except (ValueError, TypeError) as error:
     raise ValueError(f"config.{str(error).replace('horizons ', 'horizons.', 1)}") from error
+  entries = []
   try:
-    langs = [languages.from_spec(spec) for spec in config.languages]
+    for spec in config.languages:
+      census = automata.expand(spec)
+      if census is None:
+        lang = languages.from_spec(spec)
+        star_free = (regular.is_star_free(lang) if isinstance(lang, languages.AutomatonLabels)
+                     else "n/a")
+        entries.append(Entry(spec, language_name(spec), lang, star_free))
+      else:
+        entries += [Entry(e.name, e.name, e.language(), e.star_free) for e in census]
   except (ValueError, TypeError) as error:
     raise ValueError(f"config.languages: {error}") from error
-  return langs, settings
+  if not entries:
+    raise ValueError("config.languages must name at least one language.")
+  return entries, settings
 
 
 def language_name(spec: str) -> str:
@@ -58,29 +87,46 @@ def language_name(spec: str) -> str:
   return spec.replace(":", "_").replace(",", "_")
 
 
-def _number(text: str):
-  """A CSV cell back as a float where it is one, else the words (a reason)."""
-  if text in ("True", "False"):
-    return text == "True"
-  try:
-    return float(text)
-  except ValueError:
-    return text
-
-
 class Store:
-  """rows.csv and curves.csv in `workdir`: the finished (language, layout) pairs.
+  """The finished (language, layout) pairs: one chunk each in the sweep's resumable chunk
+  store (lagjax/sweep/chunk_store.py, workdir/chunks), read back in pair order.
 
-  A pair's rows and flow curves are appended once it is finished, so a stopped run keeps them.
-  `config_json` (the config as metadata records it) stamps the store (store.json); a store
-  with another stamp, or None (no resume), is started afresh.
+  Pair i is chunk i (group 0): its rows, flow curves and wall time, written atomically once
+  the pair is finished, so a stopped run keeps every finished pair and several processes can
+  each write their own pairs (experiments/atlas.py). `config_json` (the config as metadata
+  records it) stamps the store (store.json); a store with another stamp, or None (no
+  resume), is emptied first, by process 0 alone (`prepare`).
+
+  Args:
+    workdir: the run's folder.
+    pairs: the run's (spec, layout) pairs, in order.
   """
 
-  def __init__(self, workdir: str, config_json: str | None):
+  def __init__(self, workdir: str, pairs: list[tuple[str, str]]):
     self.workdir = workdir
-    self.rows: list[dict] = []
-    self.curves: list[dict] = []
-    self.seconds: dict = {}
+    self.pairs = list(pairs)
+    self.chunks = chunk_store.ChunkStore(workdir)
+    self.finished: dict[int, tuple[list, list, float]] = {}   # index -> rows, curves, seconds
+    self.reload()
+
+  @property
+  def rows(self) -> list[dict]:
+    """The finished pairs' rows, in pair order."""
+    return [row for i in sorted(self.finished) for row in self.finished[i][0]]
+
+  @property
+  def curves(self) -> list[dict]:
+    """The finished pairs' flow curve points, in pair order."""
+    return [point for i in sorted(self.finished) for point in self.finished[i][1]]
+
+  @property
+  def seconds(self) -> dict:
+    """{"spec/layout": wall seconds} of the finished pairs."""
+    return {"/".join(self.pairs[i]): self.finished[i][2] for i in sorted(self.finished)}
+
+  @staticmethod
+  def prepare(workdir: str, config_json: str | None) -> None:
+    """Empties the store unless store.json holds `config_json`'s stamp; records the stamp."""
     stamp = None if config_json is None else hashlib.sha256(config_json.encode()).hexdigest()
     stamp_path = os.path.join(workdir, STAMP)
     try:
@@ -88,46 +134,54 @@ class Store:
         resumable = stamp is not None and json.load(f).get("config_sha256") == stamp
     except (OSError, ValueError):
       resumable = False
-    if resumable:
-      for name, target in ((ROWS, self.rows), (CURVES, self.curves)):
-        path = os.path.join(workdir, name)
-        if os.path.exists(path):
-          with open(path, newline="") as f:
-            target.extend({k: _number(v) for k, v in row.items()} for row in csv.DictReader(f))
-      for row in self.rows:
-        self.seconds[f"{row['spec']}/{row['layout']}"] = row["pair_seconds"]
-    else:
+    if not resumable:
+      shutil.rmtree(os.path.join(workdir, "chunks"), ignore_errors=True)
       for name in (ROWS, CURVES):
         if os.path.exists(os.path.join(workdir, name)):
           os.remove(os.path.join(workdir, name))
     with open(stamp_path, "w") as f:
       json.dump({"config_sha256": stamp}, f)
 
-  def has(self, spec: str, layout: str) -> bool:
-    """Whether the pair (config.languages entry `spec`, layout) is finished."""
-    return any(row["spec"] == spec and row["layout"] == layout for row in self.rows)
+  def reload(self) -> None:
+    """Reads every finished pair's chunk (those other processes wrote too)."""
+    self.finished = {}
+    for index in range(len(self.pairs)):
+      if self.chunks.has(0, index):
+        stored = self.chunks.load(0, index)
+        self.finished[index] = (json.loads(str(stored["rows"])),
+                                json.loads(str(stored["curves"])), float(stored["seconds"]))
 
-  def add(self, spec: str, name: str, layout: str, found: horizons.Row, star_free) -> None:
-    """Appends a finished pair: its rows (keyed by `spec`, shown as `name`: two specs may
-    share a name, e.g. a file and a factory) and its flow curves."""
+  def has(self, index: int) -> bool:
+    """Whether pair `index` is finished (by this process, or found on disk at reload)."""
+    return index in self.finished
+
+  def add(self, index: int, name: str, found: horizons.Row, star_free) -> None:
+    """Stores finished pair `index` (shown as `name`: two specs may share a name, e.g. a file
+    and a factory): its rows and its flow curves, as JSON (floats round-trip exactly)."""
+    spec, layout = self.pairs[index]
     rows = [{"spec": spec, "name": name, "star_free": star_free,
-             **{c: record[c] for c in horizons.COLUMNS}, "pair_seconds": round(found.seconds, 1)}
-            for record in found.records]
+             **{c: record[c] for c in horizons.COLUMNS}} for record in found.records]
     curves = [{"language": spec, "layout": layout, "plan": plan, "time": float(t),
                "risk": float(r)}
               for (plan, kind), (times, risks) in found.curves.items() if kind == "flow"
               for t, r in zip(times, risks)]
-    for rows_new, path, columns in ((rows, ROWS, list(rows[0])), (curves, CURVES, CURVE_COLUMNS)):
-      full = os.path.join(self.workdir, path)
-      fresh = not os.path.exists(full)
-      with open(full, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        if fresh:
+    seconds = round(found.seconds, 1)
+    self.chunks.save(0, index, {"rows": np.asarray(json.dumps(rows)),
+                                "curves": np.asarray(json.dumps(curves)),
+                                "seconds": np.asarray(seconds)})
+    # As read back: JSON turns tuples into lists, and a resumed run sees only the JSON.
+    self.finished[index] = (json.loads(json.dumps(rows)), json.loads(json.dumps(curves)),
+                            seconds)
+
+  def write_csv(self) -> None:
+    """rows.csv and curves.csv of the finished pairs, in pair order: the same bytes whatever
+    the processes that computed them (wall times live in metadata.json)."""
+    for rows, path in ((self.rows, ROWS), (self.curves, CURVES)):
+      if rows:
+        with open(os.path.join(self.workdir, path), "w", newline="") as f:
+          writer = csv.DictWriter(f, fieldnames=list(rows[0]))
           writer.writeheader()
-        writer.writerows(rows_new)
-    self.rows += rows
-    self.curves += curves
-    self.seconds[f"{spec}/{layout}"] = round(found.seconds, 1)
+          writer.writerows(rows)
 
 
 def _cell(value) -> str:
@@ -186,9 +240,11 @@ label (run_label, from its risk curve alone). A cell without a number says why."
 
 
 def write(workdir: str, store: Store, settings: horizons.Horizons, config) -> None:
-  """atlas.md, heatmap.png and curves.png from the store's rows (the pairs finished so far)."""
+  """rows.csv, curves.csv, atlas.md, heatmap.png and curves.png from the store's rows (the
+  pairs finished so far); census.md and census.png when census languages are among them."""
   if not store.rows:
     return
+  store.write_csv()
   heatmap(store.rows, os.path.join(workdir, "heatmap.png"))
   figure_curves(store, os.path.join(workdir, "curves.png"))
   h = settings
@@ -209,7 +265,93 @@ def write(workdir: str, store: Store, settings: horizons.Horizons, config) -> No
     f.write("## All rows\n\n" + LEGEND + "\n\n")
     columns = ["name", "star_free"] + [c for c in horizons.COLUMNS if c != "language"]
     f.write(common.markdown_table([{c: _cell(row[c]) for c in columns} for row in store.rows]))
-  del config
+  if any(is_census(row) for row in store.rows):
+    write_census(workdir, store.rows,
+                 f"Written by `{common.command_as_typed()}`, from the rows of atlas.md (the same "
+                 f"horizons: flow to t = {h.t1:g}, GD for {h.gd_steps} steps, ε = "
+                 f"{h.epsilon:g}). Languages: {', '.join(config.languages)} (census "
+                 "classes up to renaming and complement, on the strings of length ≥ 1; "
+                 "docs/theory.md §10a).")
+
+
+def is_census(row: dict) -> bool:
+  """Whether a row's language came from a census spec (automata.expand)."""
+  return str(row["spec"]).startswith("dfa:")
+
+
+def _fraction(hits: int, total: int) -> str:
+  return f"{hits}/{total} ({hits / total:.0%})" if total else "none"
+
+
+def census_tables(rows: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
+  """The census's three tables (docs/theory.md §10a) from the census rows: per (layout, plan,
+  dynamics) the fraction learned from zero, split into star-free and not; the fraction where
+  attention lags (half-time ratio > 1, among the runs that learned and moved both groups);
+  and per (layout, dynamics) the languages where joint learns and three_phase does not, or
+  the reverse."""
+  census = [row for row in rows if is_census(row)]
+  keys = list(dict.fromkeys((r["layout"], r["plan"], r["dynamics"]) for r in census))
+  learned, lags = [], []
+  for layout, plan, kind in keys:
+    mine = [r for r in census if (r["layout"], r["plan"], r["dynamics"]) == (layout, plan, kind)]
+    line = {"layout": layout, "plan": plan, "dynamics": kind,
+            "learned": _fraction(sum(r["learned"] for r in mine), len(mine))}
+    for label, flag in (("star-free", True), ("not star-free", False)):
+      part = [r for r in mine if r["star_free"] is flag]
+      line[label] = _fraction(sum(r["learned"] for r in part), len(part))
+    learned.append(line)
+    ratios = [r["half_time_ratio"] for r in mine if isinstance(r["half_time_ratio"], float)]
+    lags.append({"layout": layout, "plan": plan, "dynamics": kind,
+                 "attention lags (ratio > 1)": _fraction(sum(x > 1 for x in ratios),
+                                                          len(ratios))})
+  differ = []
+  for layout, kind in dict.fromkeys((r["layout"], r["dynamics"]) for r in census):
+    mine = [r for r in census if (r["layout"], r["dynamics"]) == (layout, kind)]
+    joint, three = ({r["name"]: r["learned"] for r in mine if r["plan"] == plan}
+                    for plan in ("joint", "three_phase"))
+    names = [n for n in joint if n in three]
+    differ.append({"layout": layout, "dynamics": kind,
+                   "joint learns, three_phase not": ", ".join(
+                       n for n in names if joint[n] and not three[n]) or "none",
+                   "three_phase learns, joint not": ", ".join(
+                       n for n in names if three[n] and not joint[n]) or "none"})
+  return learned, lags, differ
+
+
+def write_census(workdir: str, rows: list[dict], header: str) -> None:
+  """census.md (the three census tables) and census.png (the learned fractions)."""
+  learned, lags, differ = census_tables(rows)
+  with open(os.path.join(workdir, "census.md"), "w") as f:
+    f.write("# Census of small binary automata\n\n" + header + "\n\n")
+    f.write("## Learned from θ0 = 0 (excess over R* ≤ ε)\n\n" + common.markdown_table(learned)
+            + "\n## Attention lags\n\n" + common.markdown_table(lags)
+            + "\n## Joint against three_phase\n\n" + common.markdown_table(differ))
+  census = [row for row in rows if is_census(row)]
+  plt = common.pyplot()
+  kinds, layouts, plans = (list(dict.fromkeys(r[key] for r in census))
+                           for key in ("dynamics", "layout", "plan"))
+  fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 3.6), squeeze=False,
+                           sharey=True)
+  width = 0.8 / len(layouts)
+
+  def share(kind, layout, plan, star_free=None):
+    learned = [r["learned"] for r in census
+               if (r["dynamics"], r["layout"], r["plan"]) == (kind, layout, plan)
+               and (star_free is None or r["star_free"] is star_free)]
+    return np.mean(learned) if learned else np.nan
+
+  for ax, kind in zip(axes[0], kinds):
+    for k, layout in enumerate(layouts):
+      x = np.arange(len(plans)) + k * width
+      ax.bar(x, [share(kind, layout, p) for p in plans], width, label=layout)
+      for flag, marker in ((True, "o"), (False, "x")):
+        ax.plot(x, [share(kind, layout, p, flag) for p in plans], marker, color="k", ms=4)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xticks(np.arange(len(plans)) + 0.4 - width / 2,
+                  [p.replace("_", " ") for p in plans], fontsize=7)
+    ax.set_title(f"{kind}: fraction learned (o star-free, x not)", fontsize=9)
+  axes[0][0].set_ylabel("fraction of census languages")
+  common.save_figure(fig, os.path.join(workdir, "census.png"), legend=axes[0][-1])
 
 
 def heatmap(rows: list[dict], path: str) -> str:

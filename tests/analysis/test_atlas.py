@@ -173,9 +173,11 @@ def test_the_report_opens_with_verdicts_marks_reasons_and_resumes(tmp_path):
   with another config starts afresh."""
   config = atlas_config.get_config("quick")
   stamp = json.dumps({"config": "a"})
-  store = atlas_report.Store(str(tmp_path), stamp)
-  store.add("fake:1", "fake", "cls", fake_row("cls", True), True)
-  store.add("fake:1", "fake", "last", fake_row("last", False), True)
+  pairs = [("fake:1", "cls"), ("fake:1", "last")]
+  atlas_report.Store.prepare(str(tmp_path), stamp)
+  store = atlas_report.Store(str(tmp_path), pairs)
+  store.add(1, "fake", fake_row("last", False), True)   # any order: rows come in pair order
+  store.add(0, "fake", fake_row("cls", True), True)
   settings = horizons.Horizons(**config.horizons.to_dict())
   atlas_report.write(str(tmp_path), store, settings, config)
   text = (tmp_path / "atlas.md").read_text()
@@ -186,12 +188,17 @@ def test_the_report_opens_with_verdicts_marks_reasons_and_resumes(tmp_path):
     assert "-1" not in cells and "nan" not in cells, line
   assert (tmp_path / "heatmap.png").stat().st_size > 0
   assert (tmp_path / "curves.png").stat().st_size > 0
-  again = atlas_report.Store(str(tmp_path), stamp)
-  assert again.has("fake:1", "cls") and again.has("fake:1", "last")
-  assert [row["final_risk"] for row in again.rows] == [row["final_risk"] for row in store.rows]
+  assert [row["layout"] for row in store.rows] == ["cls", "cls", "last", "last"]
+  written = (tmp_path / atlas_report.ROWS).read_text()
+  atlas_report.Store.prepare(str(tmp_path), stamp)
+  again = atlas_report.Store(str(tmp_path), pairs)
+  assert again.has(0) and again.has(1)
+  assert again.rows == store.rows and again.curves == store.curves
   assert again.rows[0]["learned"] is True and again.rows[-1]["tau_eps"] == "not learned by t = 100"
-  assert len(again.curves) == len(store.curves)
-  fresh = atlas_report.Store(str(tmp_path), json.dumps({"config": "b"}))
+  again.write_csv()
+  assert (tmp_path / atlas_report.ROWS).read_text() == written
+  atlas_report.Store.prepare(str(tmp_path), json.dumps({"config": "b"}))
+  fresh = atlas_report.Store(str(tmp_path), pairs)
   assert not fresh.rows and not os.path.exists(tmp_path / atlas_report.ROWS)
 
 
@@ -217,3 +224,41 @@ def test_the_binary_writes_every_output_and_a_second_run_resumes(tmp_path):
   second = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
   assert second.returncode == 0, second.stderr[-2000:]
   assert (workdir / "rows.csv").read_text() == rows
+
+
+@pytest.mark.slow  # three runs of the binary on two census languages (about two minutes)
+def test_a_two_process_census_writes_the_files_of_one_process(tmp_path):
+  """experiments.atlas on two census languages (parity and "ends in 1") as one process and as
+  two processes on loopback: rows.csv and curves.csv are the same bytes, census.md holds the
+  census's three tables, and metadata.json records the process count and every pair."""
+  args = [sys.executable, "-m", "experiments.atlas",
+          "--config=experiments/configs/census.py:quick",
+          "--config.languages=('dfa:01.10:1','dfa:01.01:1')",
+          "--config.plans=('joint','three_phase')"]
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  one = tmp_path / "one"
+  single = subprocess.run(args + [f"--workdir={one}"], cwd=REPO, capture_output=True,
+                          text=True, timeout=900, env=env)
+  assert single.returncode == 0, single.stderr[-2000:]
+  two = tmp_path / "two"
+  port = 20000 + (os.getpid() * 11 + 3) % 20000
+  started = [subprocess.Popen(args + [f"--workdir={two}", f"--coordinator=127.0.0.1:{port}",
+                                      "--num_processes=2", f"--process_id={i}"],
+                              cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in (1, 0)]
+  try:
+    outputs = [process.communicate(timeout=900)[0] for process in started[::-1]]
+  finally:
+    for process in started:
+      process.kill()
+  for process, output in zip(started[::-1], outputs):
+    assert process.returncode == 0, output[-3000:]
+  for name in ("rows.csv", "curves.csv"):
+    assert (two / name).read_bytes() == (one / name).read_bytes(), name
+  census = (two / "census.md").read_text()
+  for heading in ("## Learned from θ0 = 0", "## Attention lags", "## Joint against three_phase"):
+    assert heading in census
+  assert "| cls | joint | flow |" in census and (two / "census.png").stat().st_size > 0
+  metadata = json.loads((two / "metadata.json").read_text())
+  assert metadata["process_count"] == 2
+  assert sorted(metadata["pair_seconds"]) == ["dfa:01.01:1/cls", "dfa:01.10:1/cls"]
