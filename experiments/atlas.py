@@ -22,7 +22,7 @@ import json
 import time
 
 import jax
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from experiments import atlas_report, cli, common, distributed
@@ -35,13 +35,10 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/atlas", "Output folder.")
 
 def main(argv):
   del argv
-  experiment = common.start(_CONFIG.value, _WORKDIR.value)
-  distributed.initialize()   # before validation builds languages (which may run JAX)
+  experiment = common.start(_CONFIG.value, _WORKDIR.value, validate=atlas_report.validate,
+                            initialize=distributed.initialize)
   config, workdir = experiment.config, experiment.workdir
-  try:
-    entries, settings = atlas_report.validate(config)
-  except ValueError as error:
-    raise app.UsageError(str(error)) from error
+  entries, settings = experiment.validated
   index, count = jax.process_index(), jax.process_count()
   pairs = [(entry, layout) for entry in entries for layout in config.layouts]
   if index == 0:

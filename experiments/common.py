@@ -71,15 +71,17 @@ class Experiment:
 
 
 def start(config, workdir: str | None = None, *, validate=None, xla_optimization=None,
-          host_devices: int | None = None) -> Experiment:
+          host_devices: int | None = None, initialize=None) -> Experiment:
   """The opening every binary's main shares; a new binary is its config plus its body.
 
   In order: the XLA flags (lagjax.xla_flags: `xla_optimization`, the backend level, and
   `host_devices`, both before JAX creates its backend), float64 on (lagjax's builders require
   it; the library changes no JAX config at import), the persistent compilation cache
   (lagjax.xla_flags.enable_compilation_cache), JAX's INFO line about missing TPU/GPU backends
-  silenced, then `validate(config)` (a ValueError becomes the one-line usage error of
-  experiments/cli.py) and the writable workdir, both before any computation.
+  silenced, `initialize()` if given (experiments.distributed.initialize: jax.distributed must
+  start before any JAX computation, and validation may compute), then `validate(config)` (a
+  ValueError becomes the one-line usage error of experiments/cli.py) and the writable
+  workdir, both before any computation.
   """
   dirty = git_dirty()   # before anything is written (a workdir may hold tracked files)
   xla_flags.backend_optimization(xla_optimization)
@@ -88,6 +90,8 @@ def start(config, workdir: str | None = None, *, validate=None, xla_optimization
   jax.config.update("jax_enable_x64", True)
   xla_flags.enable_compilation_cache()
   logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
+  if initialize is not None:
+    initialize()
   try:
     validated = validate(config) if validate else None
   except ValueError as error:
