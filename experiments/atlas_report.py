@@ -9,7 +9,6 @@ another binary's module (absl refuses a second definition of --config in one pro
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import os
@@ -24,7 +23,6 @@ from lagjax.data import languages, regular
 from lagjax.sweep import chunk_store
 
 ROWS, CURVES, STAMP = "rows.csv", "curves.csv", "store.json"
-CURVE_COLUMNS = ("language", "layout", "plan", "time", "risk")   # language: the spec
 
 
 class Entry(NamedTuple):
@@ -178,10 +176,7 @@ class Store:
     the processes that computed them (wall times live in metadata.json)."""
     for rows, path in ((self.rows, ROWS), (self.curves, CURVES)):
       if rows:
-        with open(os.path.join(self.workdir, path), "w", newline="") as f:
-          writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-          writer.writeheader()
-          writer.writerows(rows)
+        common.write_csv(rows, os.path.join(self.workdir, path))
 
 
 def _cell(value) -> str:
