@@ -254,10 +254,10 @@ def from_name(name: str) -> CensusLanguage:
   table = tuple(tuple(int(c) for c in row) for row in rows)
   accepting = tuple(str(q) in parts[2] for q in range(num_states))
   array, flags = np.array(table, np.int64), np.array(accepting)
-  # The fewest states: the minimal DFA of L (a complement has as many), or that of L ∩ Σ⁺
-  # (or of its complement), which may be smaller since the empty string does not count.
-  fewest = min(len(_canonical(array, flags, 0)[0]), len(_nonempty_key(array, flags, 0)[0]),
-               len(_nonempty_key(array, ~flags, 0)[0]))
+  # The fewest states: the smaller minimal DFA of L ∩ Σ⁺ and of its complement's. One of L and
+  # its complement rejects the empty string and equals its own Σ⁺ part, so this is never more
+  # than the minimal DFA of L.
+  fewest = min(len(_nonempty_key(array, flags, 0)[0]), len(_nonempty_key(array, ~flags, 0)[0]))
   states = [q for q, flag in enumerate(accepting) if flag]
   return CensusLanguage(_name(table, accepting), table, accepting, fewest,
                         star_free((array, states)))
