@@ -46,7 +46,8 @@ def get_config(variant: str | None = None) -> ml_collections.ConfigDict:
   horizons.gd_steps = 10_000
   horizons.gd_grid = (0.5, 1.0, 2.0, 4.0)
   horizons.gd_attention_grid = (1.0, 10.0, 100.0)
-  horizons.gd_cap = (1.0 / 64.0, 64.0)
+  # Wide enough that three_phase's one attention step (grid ratio 10) is bracketed: 10⁴.
+  horizons.gd_cap = (1.0 / 64.0, 1e4)
   horizons.gd_settle_steps = 1000
   horizons.gd_record_every = 1
   horizons.optimum_starts = 16

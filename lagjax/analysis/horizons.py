@@ -10,7 +10,8 @@ gradient flow to t = 10⁶ and under GD at its best step sizes (docs/theory.md �
   negative eigenvalue at its critical point, saddles.saddle, §10c); τ_ε (the time R = R* + ε)
   and the half-times of attention and output up to τ_ε and their ratio (§6b), from a second
   flow that stops at τ_ε; the tail exponent of R(t) − R* on [10⁴, 10⁶] (tails.fit_tail, §10b);
-- **gd**: lj.train (exact population GD, §5) for `gd_steps` steps at every step size of the
+- **gd**: exact population GD (§5; lj.train for joint, the hybrid engine with its output
+  phases in closed form for the other plans) for `gd_steps` steps at every step size of the
   plan's grid, the grid extended at an edge while the edge is chosen (`select`); at the
   chosen step sizes the same columns (τ_ε and half-times in steps, §6b) and the run's regime
   label (run_label.label_code, §5d, from its risk curve alone: edge of stability needs
@@ -44,7 +45,7 @@ from lagjax.analysis import optimum as optimum_lib
 from lagjax.analysis import saddles, tails
 from lagjax.data import languages
 from lagjax.dynamics import flow as flow_lib
-from lagjax.dynamics import metrics, plans, run_label, train
+from lagjax.dynamics import hybrid, metrics, plans, run_label, train
 from lagjax.models import direct
 from lagjax.risk import risk_fn
 
@@ -115,7 +116,7 @@ class Horizons:
   gd_steps: int = 10_000
   gd_grid: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
   gd_attention_grid: tuple[float, ...] = (1.0, 10.0, 100.0)
-  gd_cap: tuple[float, float] = (1.0 / 64.0, 64.0)
+  gd_cap: tuple[float, float] = (1.0 / 64.0, 1e4)
   gd_settle_steps: int = 1000
   gd_record_every: int = 1
   optimum_starts: int = 16
@@ -467,7 +468,9 @@ def _flow_cells(lang, theta0, name: str, r_star: float, horizons: Horizons,
 
 
 def _gd_run(lang, theta0, name: str, etas, horizons: Horizons):
-  """lj.train of plan `name` at `etas` from θ0, padded to NUM_PHASES phases (§5).
+  """Exact GD of plan `name` at `etas` from θ0, padded to NUM_PHASES phases (§5): lj.train
+  for joint, lagjax/dynamics/hybrid.py (the same states, its output phases in closed form)
+  for the plans of output and attention phases.
 
   Args:
     lang: the language; theta0: θ0; name: the plan; etas: its step sizes (GD_AXES order);
@@ -477,6 +480,8 @@ def _gd_run(lang, theta0, name: str, etas, horizons: Horizons):
     The Trajectory.
   """
   plan = padded_gd_plan(gd_plan(name, etas, horizons))
+  if hybrid.supports(plan) is None:  # no joint phase: output phases in closed form (§5)
+    return hybrid.train(lang, plan, theta0, record_every=horizons.gd_record_every)
   return train.train(lang, plan, theta0, record_every=horizons.gd_record_every, zero_one=False)
 
 

@@ -68,6 +68,24 @@ def supports(lang: languages.Language, plan: plans.Plan, loss="squared",
               f"{sorted(risk_lib.names('moments'))}; got route {chosen!r}")
   except ValueError as error:
     return str(error).rstrip(".")
+  return phases_support(plan)
+
+
+def phases_support(plan: plans.Plan) -> str | None:
+  """None if every phase of `plan` is one the closed forms simulate exactly, else what is
+  missing: population objectives, one group ("output" or "attention") per phase, plain SGD
+  at a constant step size (docs/theory.md §5). Shared by `supports` and lagjax/dynamics/hybrid.py.
+
+  Args:
+    plan: the plan.
+
+  Returns:
+    None, or one line naming the first phase that does not fit.
+
+  Example:
+    >>> lj.closed_form.phases_support(lj.plans.three_phase(1.0, 1.0, 1.0, 10)) is None
+    True
+  """
   for i, phase in enumerate(plan.phases):
     if not isinstance(phase.objective, plans.Population):
       return f"the closed form needs population objectives; phase {i} has {phase.objective!r}"
