@@ -60,7 +60,7 @@ def test_lag_columns_are_attention_over_output_and_the_first_step_at_epsilon():
   curve, and the ratio is -1 exactly where ε is never reached (the binary prints that
   as a word)."""
   langs = [lj.languages.from_spec("tomita:1"), regular_builtins.parity()]
-  # The committed atlas's settings (docs/results/atlas: τ_ε = 52, ratio 11 and parity's -1).
+  # The first edition's settings (its committed run: τ_ε = 52, ratio 11 and parity's -1).
   settings = atlas.Settings(steps=60, grid=(1.0, 4.0), record_every=2, starts=2, iterations=30)
   rows = atlas.run(langs, atlas.LAYOUTS["cls"], settings)
   for i in range(len(langs)):
