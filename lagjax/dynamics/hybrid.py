@@ -43,7 +43,7 @@ HALF_TOL = 1e-12
 
 
 def supports(plan: plans.Plan, loss="squared") -> str | None:
-  """None if `train` simulates `plan` exactly, else what is missing (one line).
+  """None if `train` simulates `plan` exactly, else what is missing (one line; §5).
 
   Args:
     plan: the plan.
