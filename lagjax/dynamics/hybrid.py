@@ -125,7 +125,8 @@ def _phase_states(lang, layout, theta, phase, max_risk):
     if all(not np.any(np.asarray(leaf)) for leaf in jax.tree_util.tree_leaves(gradient)):
       value = float(risk_at(theta))
       risk = np.full(steps + 1, value)
-      stopped = -1 if np.isfinite(value) and value <= max_risk else 0
+      # The divergence rule of §5 on the step θ -> θ (runner.step_is_finite).
+      stopped = -1 if bool(runner.step_is_finite(value, max_risk, theta)) else 0
       return (risk, np.broadcast_to(alpha0, (steps + 1, alpha0.size)),
               np.broadcast_to(beta0, (steps + 1, beta0.size)), lambda i: theta, stopped)
     run = train_lib.train(lang, plans.Plan((phase,), "phase"), theta, record_every=1,
@@ -139,7 +140,9 @@ def _phase_states(lang, layout, theta, phase, max_risk):
   flat0, unravel = ravel_pytree(output)
   path, risk = _output_path(hessian, target, flat0, float(phase.eta), steps)
   path, risk = np.asarray(path), np.asarray(risk)
-  taken = np.isfinite(risk[:-1]) & (risk[:-1] <= max_risk) & np.isfinite(path[1:]).all(1)
+  # The divergence rule of §5 at every step t: R(b_t) and b_{t+1} (runner.step_is_finite).
+  taken = np.asarray(jax.vmap(lambda value, new: runner.step_is_finite(value, max_risk, new))(
+      jnp.asarray(risk[:-1]), jnp.asarray(path[1:])))
   stopped = int(np.argmin(taken)) if not taken.all() else -1
   betas = np.asarray(jax.vmap(lambda b: direct.output_vector({**attention, **unravel(b)}))(
       jnp.asarray(path)))
