@@ -1,7 +1,7 @@
 """The atlas's files (experiments/atlas.py writes them; docs/theory.md §10): rows.csv and
 curves.csv (the store a resumed run reads back), atlas.md (a verdict table first, then every
-row), heatmap.png (excess risk over the certified optimum) and curves.png (R(t) of joint
-gradient flow on log axes, plateaus and τ_ε marked).
+row), heatmap.png (excess risk over the certified optimum) and curves.png (R(t) and R(t) − R*
+of joint gradient flow on log axes, plateaus and τ_ε marked).
 
 Also the config's validation. No flags here, so tests (and other code) can import it beside
 another binary's module (absl refuses a second definition of --config in one process).
@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from experiments import common
-from lagjax.analysis import automata, horizons
+from lagjax.analysis import automata, horizons, optimum
 from lagjax.data import languages, regular
 from lagjax.sweep import chunk_store
 
@@ -241,7 +241,7 @@ def write(workdir: str, store: Store, settings: horizons.Horizons, config) -> No
     return
   store.write_csv()
   heatmap(store.rows, os.path.join(workdir, "heatmap.png"))
-  figure_curves(store, os.path.join(workdir, "curves.png"))
+  figure_curves(store, os.path.join(workdir, "curves.png"), settings.epsilon)
   h = settings
   with open(os.path.join(workdir, "atlas.md"), "w") as f:
     f.write("# Atlas of regular languages, second edition\n\n")
@@ -255,7 +255,7 @@ def write(workdir: str, store: Store, settings: horizons.Horizons, config) -> No
             f"iterations, then Newton). Learned: R − R* ≤ ε = {h.epsilon:g}. "
             f"{len(store.seconds)} (language, layout) pairs, "
             f"{sum(store.seconds.values()):.0f} s of compute. Figures: heatmap.png (excess "
-            "risk), curves.png (R(t) of joint gradient flow).\n\n")
+            "risk), curves.png (R(t) and R(t) − R* of joint gradient flow).\n\n")
     f.write("## Verdicts\n\n" + common.markdown_table(verdicts(store.rows)) + "\n")
     f.write("## All rows\n\n" + LEGEND + "\n\n")
     columns = ["name", "star_free"] + [c for c in horizons.COLUMNS if c != "language"]
@@ -384,14 +384,20 @@ def heatmap(rows: list[dict], path: str) -> str:
   return path
 
 
-def figure_curves(store: Store, path: str) -> str:
-  """R(t) of joint gradient flow per layout on log axes, one line per language: a circle at
-  the plateau's start, a square where it is left, a cross at τ_ε."""
+def figure_curves(store: Store, path: str, epsilon: float) -> str:
+  """Joint gradient flow per layout (one column each) on log axes, one line per language: R(t)
+  on the top row and the excess R(t) − R* over the certified optimum on the bottom row (where
+  the curves near R* ≈ 0.4 separate). A circle marks the plateau's start, a square where it is
+  left, a cross τ_ε; the dashed line is ε. Excess at or below roundoff (NOISE) is not drawn."""
   plt = common.pyplot()
   layouts = list(dict.fromkeys(row["layout"] for row in store.rows))
-  fig, axes = plt.subplots(1, len(layouts), figsize=(4.2 * len(layouts), 3.6), sharey=True,
-                           squeeze=False)
-  for ax, layout in zip(axes[0], layouts):
+  names = list(dict.fromkeys(row["name"] for row in store.rows))
+  colors = plt.get_cmap("tab20")(np.linspace(0.0, 1.0, 20))
+  color_of = {name: colors[i % 20] for i, name in enumerate(names)}
+  fig, axes = plt.subplots(2, len(layouts), figsize=(4.2 * len(layouts), 7.0), sharex=True,
+                           sharey="row", squeeze=False)
+  for column, layout in enumerate(layouts):
+    top, bottom = axes[0][column], axes[1][column]
     for row in store.rows:
       if row["layout"] != layout or row["plan"] != "joint" or row["dynamics"] != "flow":
         continue
@@ -401,21 +407,31 @@ def figure_curves(store: Store, path: str) -> str:
       if not points:
         continue
       t, r = map(np.asarray, zip(*points))
-      (line,) = ax.loglog(t, r, lw=1, label=row["name"])
-      color = line.get_color()
+      excess = r - row["r_star"]
+      shown = excess > optimum.NOISE
+      color = color_of[row["name"]]
+      top.loglog(t, r, lw=1, color=color, label=row["name"])
+      bottom.loglog(t[shown], excess[shown], lw=1, color=color)
+      marks = []
       if isinstance(row["plateau_level"], float):
-        start = t[np.argmin(np.abs(r - row["plateau_level"]))]
-        ax.plot(start, row["plateau_level"], "o", color=color, ms=4, mfc="none")
+        marks.append(("o", t[np.argmin(np.abs(r - row["plateau_level"]))]))
         if isinstance(row["plateau_exit"], float):
-          ax.plot(row["plateau_exit"], np.interp(np.log(row["plateau_exit"]), np.log(t), r), "s",
-                  color=color, ms=4, mfc="none")
+          marks.append(("s", row["plateau_exit"]))
       if isinstance(row["tau_eps"], float):
-        ax.plot(row["tau_eps"], row["r_star"] + 1e-3, "x", color=color, ms=5)
-    ax.set_xlabel("t (time units)")
-    ax.set_title(f"joint gradient flow, {layout}", fontsize=9)
+        marks.append(("x", row["tau_eps"]))
+      for marker, when in marks:
+        level = np.interp(np.log(when), np.log(t), r)
+        for ax, value in ((top, level), (bottom, level - row["r_star"])):
+          if value > optimum.NOISE:
+            ax.plot(when, value, marker, color=color, ms=4, mfc="none")
+    bottom.axhline(epsilon, color="0.5", lw=0.8, ls="--")
+    bottom.set_xlabel("t (time units)")
+    top.set_title(f"joint gradient flow, {layout}", fontsize=9)
   axes[0][0].set_ylabel("R(t)")
+  axes[1][0].set_ylabel("R(t) − R*")
   axes[0][-1].legend(fontsize=6, ncol=2)
-  fig.suptitle("R(t) from θ0 = 0: o plateau, □ plateau left, × τ_ε", fontsize=10)
+  fig.suptitle("Joint gradient flow from θ0 = 0: o plateau, □ plateau left, × τ_ε, "
+               "- - ε", fontsize=10)
   fig.tight_layout()
   fig.savefig(path, dpi=130)
   plt.close(fig)
