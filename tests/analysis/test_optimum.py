@@ -89,6 +89,21 @@ def test_a_start_off_the_default_grid_is_re_sized_and_matches_the_largest_grid()
   np.testing.assert_allclose(resized.theta["beta"], largest.theta["beta"], rtol=0, atol=1e-10)
 
 
+def test_a_start_far_along_a_shift_direction_is_centred_and_certified():
+  """`first` under the last query has a strict minimum at scores ±0.2 (R* = 0.35691). A start
+  moved by 10⁹ along the softmax's shift directions (every score a query sees raised by the
+  same amount: R unchanged) reaches it too: Newton works on the centred point, where float64
+  resolves its steps (at 10⁹ its numbers are 1.2e-7 apart, above the steps of 1e-7 that the
+  last digits of ‖∇R‖ need)."""
+  lang = lj.languages.from_spec("first")
+  shifted = dict(lj.init_params(2, query="last"), alpha=jnp.full((2, 2), 1e9))
+  options = dict(layout="last", num_starts=1, iterations=100)
+  for found in (lj.optimum(lang, **options), lj.optimum(lang, theta0=shifted, **options)):
+    assert found.status == "minimum" and found.grad_norm <= 1e-10, found
+    assert found.risk == pytest.approx(0.356909235823, rel=0, abs=1e-11)
+    assert np.abs(found.theta["alpha"]).max() < 1.0
+
+
 @pytest.mark.slow
 def test_parity_with_positions_has_its_infimum_at_infinity():
   found = lj.optimum(lj.data.regular_builtins.parity(), "cls+first_last", num_starts=4,
