@@ -26,6 +26,10 @@ def initialize() -> bool:
   """Joins the jax.distributed runtime when --coordinator is given; True if it did."""
   if not COORDINATOR.value:
     return False
+  # jax.distributed's preemption service catches SIGTERM (to reach a sync point lagjax never
+  # asks for), so a plain `kill` left the processes running. Off, SIGTERM ends a process as
+  # it does a one-process run; the chunk stores resume what was finished.
+  jax.config.update("jax_enable_preemption_service", False)
   jax.distributed.initialize(COORDINATOR.value, NUM_PROCESSES.value, PROCESS_ID.value)
   return True
 

@@ -2,6 +2,8 @@
 
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 
@@ -35,6 +37,26 @@ def test_a_binary_fails_in_one_line_with_status_2():
   assert result.stderr.splitlines() == [
       "risk_at_zero.py: error: --config.foo=1: experiments/configs/risk_at_zero.py has no "
       "field 'foo'. Its fields: cls, d, language, letters, loss, route."], result.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_process_of_a_multi_process_run():
+  """jax.distributed's preemption service catches SIGTERM; experiments.distributed turns it off,
+  so `kill` ends a process that joined with --coordinator, as it ends a one-process run."""
+  with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+  script = ("import time\nfrom absl import flags\nfrom experiments import distributed\n"
+            f"flags.FLAGS(['x', '--coordinator=127.0.0.1:{port}'])\n"
+            "assert distributed.initialize()\nprint('joined', flush=True)\ntime.sleep(300)\n")
+  process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+  try:
+    assert process.stdout.readline().strip() == "joined"
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == -signal.SIGTERM
+  finally:
+    process.kill()
 
 
 def test_ctrl_c_line_says_how_far_the_run_got():
