@@ -63,8 +63,8 @@ ENTRIES = {
     "regimes": Entry("experiments.regimes", "experiments/configs/regimes.py", "regimes",
                      ("regimes.csv", "regimes.md", "lengths.csv", "lengths.md", "kqv.csv",
                       "kqv.md")),
-    # The second edition (issue 38): its numbers are rows.csv's; the full run takes about an
-    # hour on 2 cores (docs/results/atlas/README.md).
+    # The second edition (issue 38): its numbers are rows.csv's; the full run takes about 4.6
+    # hours of one core, 2.3 hours in two processes (docs/results/atlas/README.md).
     "atlas": Entry("experiments.atlas", "experiments/configs/atlas.py", "atlas",
                    ("rows.csv",), not_reached_as_empty),
     "table1_quick": Entry("experiments.table1", "experiments/configs/table1.py:quick", None,
