@@ -12,8 +12,9 @@ rows.csv, curves.csv, atlas.md, heatmap.png and curves.png (experiments/atlas_re
 census.md and census.png for census languages (experiments/configs/census.py). A run stopped
 part-way resumes (config.resume) from the finished chunks, provided store.json records the
 same config. With --coordinator, --num_processes and --process_id (experiments/distributed.py)
-process p of P computes the pairs i ≡ p (mod P) and process 0 writes the files after all have
-finished: the same bytes as one process (the wall times are in metadata.json only).
+process p of P computes every P-th of the pairs not yet finished and process 0 writes the
+files after all have finished: the same bytes as one process (the wall times are in
+metadata.json only).
 """
 
 from __future__ import annotations
@@ -45,19 +46,18 @@ def main(argv):
     atlas_report.Store.prepare(workdir, common.json_of(config) if config.resume else None)
   processes.wait_for_processes(count)
   store = atlas_report.Store(workdir, [(entry.spec, layout) for entry, layout in pairs])
-  # Process p of P computes the pairs i ≡ p (mod P) not yet in the store (the sweep's split);
-  # progress counts (plan, dynamics) runs of this process's pairs.
-  mine = list(processes.my_chunks(len(pairs), index, count))
+  # Process p of P computes every P-th pair not yet in the store (Store.share); every process
+  # has read the store before any writes to it. Progress counts (plan, dynamics) runs of this
+  # process's share.
+  mine = store.share(index, count)
+  processes.wait_for_processes(count)
   progress = experiment.progress("runs (plan × dynamics)")
   per_pair = len(config.plans) * len(config.dynamics)
   total = per_pair * len(mine)
-  done_before = sum(store.has(i) for i in mine)
-  progress(per_pair * done_before, total)
-  for i in mine:
-    if store.has(i):
-      continue
+  progress(0, total)
+  for done, i in enumerate(mine):
     entry, layout = pairs[i]
-    base = per_pair * sum(store.has(j) for j in mine)
+    base = per_pair * done
     found = horizons_lib.row(entry.lang, layout, horizons=settings,
                              plan_names=tuple(config.plans), dynamics=tuple(config.dynamics),
                              progress=lambda done, _, base=base: progress(base + done, total))

@@ -20,7 +20,7 @@ import numpy as np
 from experiments import common
 from lagjax.analysis import automata, horizons, optimum
 from lagjax.data import languages, regular
-from lagjax.sweep import chunk_store
+from lagjax.sweep import chunk_store, processes
 
 ROWS, CURVES, STAMP = "rows.csv", "curves.csv", "store.json"
 
@@ -148,6 +148,15 @@ class Store:
         stored = self.chunks.load(0, index)
         self.finished[index] = (json.loads(str(stored["rows"])),
                                 json.loads(str(stored["curves"])), float(stored["seconds"]))
+
+  def share(self, process_index: int, process_count: int) -> list[int]:
+    """The unfinished pairs process `process_index` of `process_count` computes: the sweep's
+    split (`processes.my_chunks`) applied to the pairs not in the store, so a resumed run
+    shares what is left evenly (split over all pairs, one process could be left with every
+    unfinished pair). Every process must read the store at the same point for the shares to
+    agree (experiments/atlas.py reads it between two barriers)."""
+    todo = [i for i in range(len(self.pairs)) if i not in self.finished]
+    return [todo[k] for k in processes.my_chunks(len(todo), process_index, process_count)]
 
   def has(self, index: int) -> bool:
     """Whether pair `index` is finished (by this process, or found on disk at reload)."""

@@ -10,7 +10,7 @@ one-class-per-length languages dropped), through the atlas's rows on every layou
 the atlas's horizons. Besides the atlas's files the run writes census.md (the fraction
 learned per plan and layout, split into star-free and not; the fraction where attention lags;
 joint against three_phase) and census.png. Each (language, layout) is one chunk of the sweep's
-resumable store; with several processes each takes the pairs i ≡ p (mod P).
+resumable store; with P processes each takes every P-th of the pairs not yet finished.
 
 `:quick` is every language with at most 2 states, the CLS layout, at the atlas's quick
 horizons (t = 10³, 300 GD steps).

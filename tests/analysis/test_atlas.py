@@ -202,6 +202,20 @@ def test_the_report_opens_with_verdicts_marks_reasons_and_resumes(tmp_path):
   assert not fresh.rows and not os.path.exists(tmp_path / atlas_report.ROWS)
 
 
+def test_processes_share_the_unfinished_pairs_evenly(tmp_path):
+  """A resumed 2-process run splits what is left, not all pairs: with the even pairs
+  finished (a run whose process 1 stopped), both processes get unfinished pairs, the shares
+  are disjoint and together every unfinished pair."""
+  pairs = [(f"fake:{i}", "cls") for i in range(6)]
+  atlas_report.Store.prepare(str(tmp_path), json.dumps({"config": "a"}))
+  store = atlas_report.Store(str(tmp_path), pairs)
+  assert store.share(0, 2) == [0, 2, 4] and store.share(1, 2) == [1, 3, 5]
+  for i in (0, 2, 4):
+    store.add(i, "fake", fake_row("cls", True), True)
+  assert store.share(0, 2) == [1, 5] and store.share(1, 2) == [3]
+  assert store.share(0, 1) == [1, 3, 5]
+
+
 @pytest.mark.slow  # the binary on one language, one plan, twice (about two minutes)
 def test_the_binary_writes_every_output_and_a_second_run_resumes(tmp_path):
   """experiments.atlas :quick on Tomita 1 and joint alone: rows.csv holds the flow and GD rows,
