@@ -89,6 +89,7 @@ def test_a_start_off_the_default_grid_is_re_sized_and_matches_the_largest_grid()
   np.testing.assert_allclose(resized.theta["beta"], largest.theta["beta"], rtol=0, atol=1e-10)
 
 
+@pytest.mark.slow  # two optima of 100 L-BFGS iterations (20-45 s): keeps the quick loop short
 def test_a_start_far_along_a_shift_direction_is_centred_and_certified():
   """`first` under the last query has a strict minimum at scores ±0.2 (R* = 0.35691). A start
   moved by 10⁹ along the softmax's shift directions (every score a query sees raised by the
