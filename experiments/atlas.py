@@ -55,9 +55,9 @@ def main(argv):
   per_pair = len(config.plans) * len(config.dynamics)
   total = per_pair * len(mine)
   progress(0, total)
-  for done, i in enumerate(mine):
+  for pairs_done, i in enumerate(mine):
     entry, layout = pairs[i]
-    base = per_pair * done
+    base = per_pair * pairs_done
     found = horizons_lib.row(entry.lang, layout, horizons=settings,
                              plan_names=tuple(config.plans), dynamics=tuple(config.dynamics),
                              progress=lambda done, _, base=base: progress(base + done, total))
