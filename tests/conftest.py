@@ -11,16 +11,18 @@ suite runs as before, only slower. The processes the tests start share one persi
 compilation cache (below).
 """
 
-import os
+import os  # noqa: I001  (experiments before jax, below)
 import subprocess
 import sys
 import tempfile
 
+# The binaries' JAX setting (closed-over arrays as arguments, experiments/__init__.py) first:
+# JAX reads it when it is imported. Importing lagjax adds its own XLA flag (YNNPACK off) and
+# computes nothing, so the flags below still reach XLA, which reads them at the first
+# computation.
+import experiments  # noqa: F401
 import jax
-
-# Importing lagjax adds its own XLA flag (YNNPACK off) and computes nothing, so the flags
-# below still reach XLA, which reads them at the first computation.
-from lagjax import xla_flags  # noqa: I001
+from lagjax import xla_flags
 
 # Test modules mirror the package in subfolders (tests/risk/, tests/dynamics/, ...); the
 # helpers they share (enumeration.py) stay here, importable from every subfolder.
