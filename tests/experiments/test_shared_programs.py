@@ -49,8 +49,11 @@ def _gd_text(lang, layout):
   return run.lower(grouped, jax.random.key(0), plan.data()).as_text()
 
 
-@pytest.mark.parametrize("layout", [horizons.LAYOUTS["cls"], horizons.LAYOUTS["last+first_last"]],
-                         ids=["cls", "last+first_last"])
+# The largest layout's programs take longer to trace: the quick loop checks the CLS query.
+@pytest.mark.parametrize("layout", [
+    pytest.param(horizons.LAYOUTS["cls"], id="cls"),
+    pytest.param(horizons.LAYOUTS["last+first_last"], id="last+first_last",
+                 marks=pytest.mark.slow)])
 @pytest.mark.parametrize("program", [_flow_text, _gd_text], ids=["flow", "gd"])
 def test_two_automata_of_one_size_lower_to_one_program(program, layout):
   first, second = _languages(TWO_STATES)
