@@ -33,7 +33,7 @@ from lagjax.analysis import automata, horizons  # noqa: E402
 from lagjax.analysis import optimum as optimum_lib  # noqa: E402
 from lagjax.data import partition as partition_lib  # noqa: E402
 from lagjax.models import direct  # noqa: E402
-from lagjax.risk import coverage, registry  # noqa: E402
+from lagjax.risk import registry  # noqa: E402
 
 # A three-state census language (sample index 154, an infimum at infinity), a census minimum
 # (index 155) and the atlas benchmark's pair.
@@ -52,23 +52,18 @@ def _language(spec: str):
 
 
 def _problem(lang, layout_name: str):
-  """lj.optimum's problem on the route's default grid, and its starts."""
+  """lj.optimum's problem on the route's default grid, its starts and its iterations."""
   layout = optimum_lib.LAYOUTS[layout_name]
   partition = partition_lib.singletons(lang.d)
   grouped = direct.group_params(partition, jax.tree_util.tree_map(
       jnp.asarray, direct.zero_params(lang.d, layout)))
   name = registry.resolve_route(lang, "squared", "auto", layout)
-  windows = coverage.windows(partition.num_groups, layout)
-  size = None
-  if registry.ROUTES[name].quadrature:   # the ladder's first size from the default, as there
-    default = coverage.default_size(lang, windows)
-    size = next(s for s in coverage.ladder(lang, windows) if s >= default)
+  _, sizes = optimum_lib._grid_sizes(lang, partition, layout, name)
   problem = optimum_lib._Problem(lang, layout, partition, "squared", name, grouped,
-                                 list(grouped), size)
+                                 list(grouped), sizes[0])
   h = horizons.Horizons()
-  template = problem.base[problem.free]
-  draws = jax.random.normal(jax.random.key(0), (h.optimum_starts - 1, problem.free.size))
-  return problem, jnp.concatenate([template[None], template + draws]), h.optimum_iterations
+  starts = optimum_lib._starts(problem, h.optimum_starts, seed=0, start_scale=1.0)
+  return problem, jnp.asarray(starts), h.optimum_iterations
 
 
 def run(quick: bool) -> dict:

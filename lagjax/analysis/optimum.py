@@ -223,6 +223,24 @@ class _Problem:
     return self.route.risk(self.params(x))
 
 
+def _grid_sizes(lang, partition, layout, name: str) -> tuple[int, list]:
+  """(width, sizes): the route's ladder of grid sizes (risk/coverage.py) from its default up,
+  the last holding one window per score window (it covers every θ), and one window's nodes;
+  (0, [None]) for a route without a grid."""
+  if not registry.ROUTES[name].quadrature:
+    return 0, [None]
+  windows = coverage.windows(partition.num_groups, layout)
+  ladder = coverage.ladder(lang, windows)
+  return ladder[0], [size for size in ladder if size >= coverage.default_size(lang, windows)]
+
+
+def _starts(problem: _Problem, num_starts: int, seed: int, start_scale: float) -> np.ndarray:
+  """θ0's free values, then num_starts - 1 seeded draws θ0 + N(0, start_scale²)."""
+  template = problem.base[problem.free]
+  draws = jax.random.normal(jax.random.key(seed), (num_starts - 1, problem.free.size))
+  return np.asarray(jnp.concatenate([template[None], template + start_scale * draws]))
+
+
 def _lbfgs_run(problem: _Problem, iterations: int, chunks: int):
   """L-BFGS from one start x0: the final x and, per chunk, (x, R)."""
   objective = problem.objective
@@ -255,7 +273,7 @@ def _lbfgs_program(problem: _Problem, iterations: int, chunks: int):
   Not vmapped: the zoom line search is a while loop, and under vmap every iteration runs
   until the slowest start's search ends (on a three-state census language under the last
   query, 15 trials per iteration against a mean of 4 per start), with the search's
-  branches computed as selects. lax.map runs each start's own trials: 10× faster there
+  branches computed as selects. lax.map runs each start's own trials: 13-18× faster
   (docs/decisions/optimum-starts-in-sequence.md); each start's path is the same up to
   roundoff in how XLA vectorizes a batch.
   """
@@ -470,26 +488,16 @@ def optimum(lang: languages.Language, layout="cls", *,
   grouped0 = direct.group_params(partition, jax.tree_util.tree_map(jnp.asarray, theta0))
   free_names = [key for key in grouped0 if direct.PARAM_GROUPS[key] in groups]
 
-  if registry.ROUTES[name].quadrature:
-    # The ladder of grid sizes (risk/coverage.py) from the routes' default up; the last
-    # holds one window per score window and covers every θ.
-    windows = coverage.windows(partition.num_groups, layout)
-    ladder = coverage.ladder(lang, windows)
-    width = ladder[0]
-    sizes = [size for size in ladder if size >= coverage.default_size(lang, windows)]
-    if num_points is not None:    # the user fixed the grid: no re-size
-      sizes = [validation.check_int("num_points", num_points, 1)]
-  else:
-    width, sizes = 0, [None]
+  width, sizes = _grid_sizes(lang, partition, layout, name)
+  if num_points is not None and sizes != [None]:    # the user fixed the grid: no re-size
+    sizes = [validation.check_int("num_points", num_points, 1)]
+  windows = coverage.windows(partition.num_groups, layout)
 
   def build(num_points):
     return _Problem(lang, layout, partition, loss, name, grouped0, free_names, num_points)
 
   problem = build(sizes[0])
-  n = problem.free.size
-  template = problem.base[problem.free]
-  draws = jax.random.normal(jax.random.key(seed), (num_starts - 1, n))
-  x = np.asarray(jnp.concatenate([template[None], template + start_scale * draws]))
+  x = _starts(problem, num_starts, seed, start_scale)
 
   # L-BFGS, moving to the next grid size while a start ends within a window of the edge.
   chunks = min(8, iterations)

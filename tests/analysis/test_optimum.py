@@ -54,17 +54,31 @@ def test_the_certificate_of_the_output_only_optimum(output_only):
   assert "minimum" in repr(found) and "3/3" in repr(found)
 
 
+def _first_under_the_last_query():
+  """lj.optimum's problem for `first` under the last query (the transfer route, no grid)."""
+  lang, layout = lj.languages.from_spec("first"), optimum_lib.LAYOUTS["last"]
+  partition = lj.partition.singletons(lang.d)
+  grouped = lj.models.direct.group_params(partition, lj.models.direct.zero_params(2, layout))
+  return optimum_lib._Problem(lang, layout, partition, "squared", "transfer", grouped,
+                              list(grouped), None)
+
+
+def test_the_starts_are_theta0_then_seeded_draws_around_it():
+  problem = _first_under_the_last_query()
+  theta0 = np.asarray(problem.base[problem.free])
+  starts = optimum_lib._starts(problem, 4, seed=3, start_scale=2.5)
+  draws = np.asarray(jax.random.normal(jax.random.key(3), (3, theta0.size)))
+  np.testing.assert_array_equal(starts[0], theta0)
+  np.testing.assert_allclose(starts[1:], theta0 + 2.5 * draws, rtol=0, atol=1e-15)
+
+
 def test_each_start_runs_its_own_lbfgs_path():
   """The starts run one after the other (lax.map): the program's outermost operation is a
   loop over them, and a start's L-BFGS path is bit for bit the one it takes alone. Vmapped,
   the outermost loop was over the iterations, every line search ran to the slowest start's
   end, and (with the binaries' XLA settings) the starts differed from their lone runs by up
   to 7e-9."""
-  lang, layout = lj.languages.from_spec("first"), optimum_lib.LAYOUTS["last"]
-  partition = lj.partition.singletons(lang.d)
-  grouped = lj.models.direct.group_params(partition, lj.models.direct.zero_params(2, layout))
-  problem = optimum_lib._Problem(lang, layout, partition, "squared", "transfer", grouped,
-                                 list(grouped), None)
+  problem = _first_under_the_last_query()
   starts = jnp.concatenate([problem.base[problem.free][None],
                             jax.random.normal(jax.random.key(1), (3, problem.free.size))])
   program = optimum_lib._lbfgs_program(problem, 24, 8)
