@@ -7,7 +7,9 @@ the classic elemental emitters instead of the newer fusion emitters. Both emit t
 float64 operations (roundoff may differ in the last bits where an order of summation does);
 no test compares numbers across settings. XLA aborts the process on a flag it does not know,
 so a child process checks the flags first (a newer jaxlib may drop one); without them the
-suite runs as before, only slower. The processes the tests start share one persistent
+suite runs as before, only slower. Where a program runs longer than it compiles, the test
+opts out: GD → flow compiles its programs at LLVM level 2 (jax.jit's compiler_options), and
+the site build runs without these flags. The processes the tests start share one persistent
 compilation cache (below).
 """
 
