@@ -59,23 +59,25 @@ xla_flags.enable_compilation_cache(os.environ.get("JAX_COMPILATION_CACHE_DIR", C
 jax.config.update("jax_enable_compilation_cache", False)
 
 # The files of longest run time first (worker seconds of one run: docs/decisions/
-# test-suite-speed.md; reordered by the durations of the full run of 2026-12-03), so that with
+# test-suite-speed.md; reordered by the per-file sums of `--durations=0` in the full run of
+# 2026-12-05), so that with
 # `--dist loadfile` the two workers finish together: xdist's default order, most tests first,
 # started the one-test site build last and left a worker idle for two minutes at the end.
 # pyproject's addopts pass --no-loadscope-reorder to keep this.
 # Paths are relative to tests/ (tests/project/test_test_tree.py checks that each exists).
 TESTS = os.path.dirname(os.path.abspath(__file__))
-LONGEST_FIRST = ("project/test_docs.py", "dynamics/test_flow_oracles.py",
-                 "experiments/test_table1.py", "project/test_docstrings.py",
-                 "analysis/test_optimum.py", "sweep/test_sweep.py",
-                 "analysis/test_regimes_general.py", "experiments/test_experiments.py",
-                 "dynamics/test_flow.py", "models/test_layouts.py",
-                 "experiments/test_regimes_binary.py", "analysis/test_atlas.py",
-                 "dynamics/test_run_label.py", "risk/test_routes.py", "analysis/test_regimes.py",
-                 "project/test_readme.py", "risk/test_transfer.py", "dynamics/test_sharpness.py",
-                 "analysis/test_scaling.py", "dynamics/test_train_sharpness.py",
-                 "models/test_transformer.py", "dynamics/test_closed_form.py",
-                 "dynamics/test_train.py", "models/test_erf_slr.py")
+LONGEST_FIRST = ("project/test_docs.py", "risk/test_count_route.py", "experiments/test_table1.py",
+                 "analysis/test_saddles.py", "analysis/test_atlas.py",
+                 "analysis/test_regimes_general.py", "project/test_docstrings.py",
+                 "analysis/test_optimum.py", "dynamics/test_flow_oracles.py",
+                 "experiments/test_regimes_binary.py", "experiments/test_counting_results.py",
+                 "sweep/test_sweep.py", "experiments/test_experiments.py",
+                 "dynamics/test_hybrid.py", "models/test_layouts.py", "risk/test_routes.py",
+                 "risk/test_transfer.py", "dynamics/test_run_label.py",
+                 "analysis/test_horizons.py", "analysis/test_regimes.py", "project/test_readme.py",
+                 "dynamics/test_flow.py", "analysis/test_scaling.py",
+                 "experiments/test_user_languages.py", "dynamics/test_train.py",
+                 "experiments/test_shared_programs.py")
 
 
 def pytest_collection_modifyitems(items):
