@@ -60,9 +60,9 @@ jax.config.update("jax_enable_compilation_cache", False)
 
 # The files of longest run time first (worker seconds of one run: docs/decisions/
 # test-suite-speed.md; reordered by the per-file sums of `--durations=0` in the full run of
-# 2026-12-05), so that with
-# `--dist loadfile` the two workers finish together: xdist's default order, most tests first,
-# started the one-test site build last and left a worker idle for two minutes at the end.
+# 2026-12-05), so that with `--dist loadfile` the two workers finish together: xdist's
+# default order, most tests first, started the one-test site build last and left a worker
+# idle for two minutes at the end.
 # pyproject's addopts pass --no-loadscope-reorder to keep this.
 # Paths are relative to tests/ (tests/project/test_test_tree.py checks that each exists).
 TESTS = os.path.dirname(os.path.abspath(__file__))

@@ -491,7 +491,6 @@ def optimum(lang: languages.Language, layout="cls", *,
   width, sizes = _grid_sizes(lang, partition, layout, name)
   if num_points is not None and sizes != [None]:    # the user fixed the grid: no re-size
     sizes = [validation.check_int("num_points", num_points, 1)]
-  windows = coverage.windows(partition.num_groups, layout)
 
   def build(num_points):
     return _Problem(lang, layout, partition, loss, name, grouped0, free_names, num_points)
@@ -515,6 +514,7 @@ def optimum(lang: languages.Language, layout="cls", *,
     if needed + width <= problem.num_points:
       break
     # A start ended within a window of the grid's edge: the next size that leaves it one.
+    windows = coverage.windows(partition.num_groups, layout)
     problem = build(coverage.size_covering(lang, needed + width, windows) or sizes[-1])
 
   shifts = _orthonormal_shifts(problem, layout, grouped0)
