@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 import shutil
+import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -23,6 +25,10 @@ from lagjax.data import languages, regular
 from lagjax.sweep import chunk_store, processes
 
 ROWS, CURVES, STAMP = "rows.csv", "curves.csv", "store.json"
+# Several processes coordinate through the store's files (experiments/atlas.py): how often a
+# waiting process looks, and how long one waits for process 0 to prepare the store.
+POLL_SECONDS = 2.0
+STAMP_TIMEOUT = 600.0
 
 
 class Entry(NamedTuple):
@@ -93,7 +99,8 @@ class Store:
   the pair is finished, so a stopped run keeps every finished pair and several processes can
   each write their own pairs (experiments/atlas.py). `config_json` (the config as metadata
   records it) stamps the store (store.json); a store with another stamp, or None (no
-  resume), is emptied first, by process 0 alone (`prepare`).
+  resume), is emptied first, by process 0 alone (`prepare`); the other processes wait for
+  the stamp (`wait_for_stamp`) before they read the store.
 
   Args:
     workdir: the run's folder.
@@ -123,16 +130,24 @@ class Store:
     return {"/".join(self.pairs[i]): self.finished[i][2] for i in sorted(self.finished)}
 
   @staticmethod
+  def _stamp(config_json: str | None) -> str | None:
+    return None if config_json is None else hashlib.sha256(config_json.encode()).hexdigest()
+
+  @staticmethod
+  def _stamped(workdir: str, stamp: str | None) -> bool:
+    """Whether store.json holds `stamp` (never for None: a run without resume)."""
+    try:
+      with open(os.path.join(workdir, STAMP)) as f:
+        return stamp is not None and json.load(f).get("config_sha256") == stamp
+    except (OSError, ValueError):
+      return False
+
+  @staticmethod
   def prepare(workdir: str, config_json: str | None) -> None:
     """Empties the store unless store.json holds `config_json`'s stamp; records the stamp."""
-    stamp = None if config_json is None else hashlib.sha256(config_json.encode()).hexdigest()
+    stamp = Store._stamp(config_json)
     stamp_path = os.path.join(workdir, STAMP)
-    try:
-      with open(stamp_path) as f:
-        resumable = stamp is not None and json.load(f).get("config_sha256") == stamp
-    except (OSError, ValueError):
-      resumable = False
-    if not resumable:
+    if not Store._stamped(workdir, stamp):
       shutil.rmtree(os.path.join(workdir, "chunks"), ignore_errors=True)
       for name in (ROWS, CURVES):
         if os.path.exists(os.path.join(workdir, name)):
@@ -149,14 +164,46 @@ class Store:
         self.finished[index] = (json.loads(str(stored["rows"])),
                                 json.loads(str(stored["curves"])), float(stored["seconds"]))
 
+  @staticmethod
+  def wait_for_stamp(workdir: str, config_json: str, timeout: float = STAMP_TIMEOUT) -> None:
+    """Blocks until store.json holds `config_json`'s stamp: process 0 has prepared the store
+    (a store it resumes holds the stamp already), so it empties nothing this process writes.
+
+    Raises:
+      TimeoutError: when process 0 has not prepared the store within `timeout` seconds.
+    """
+    stamp, deadline = Store._stamp(config_json), time.monotonic() + timeout
+    while not Store._stamped(workdir, stamp):
+      if time.monotonic() > deadline:
+        raise TimeoutError(f"process 0 did not prepare the store in {workdir} within "
+                           f"{timeout:g} s; start it with the same --config and --workdir.")
+      time.sleep(POLL_SECONDS)
+
   def share(self, process_index: int, process_count: int) -> list[int]:
     """The unfinished pairs process `process_index` of `process_count` computes: the sweep's
-    split (`processes.my_chunks`) applied to the pairs not in the store, so a resumed run
-    shares what is left evenly (split over all pairs, one process could be left with every
-    unfinished pair). Every process must read the store at the same point for the shares to
-    agree (experiments/atlas.py reads it between two barriers)."""
-    todo = [i for i in range(len(self.pairs)) if i not in self.finished]
-    return [todo[k] for k in processes.my_chunks(len(todo), process_index, process_count)]
+    split (`processes.my_chunks`) of every pair, those in the store left out. The split
+    depends on the pairs alone, so the processes agree on it whenever each reads the store."""
+    return [i for i in processes.my_chunks(len(self.pairs), process_index, process_count)
+            if i not in self.finished]
+
+  def wait_until_complete(self, progress: Callable, timeout: float) -> None:
+    """Reloads the store until every pair is in it (the other processes' shares), reporting
+    progress(finished, pairs) at each change.
+
+    Raises:
+      TimeoutError: when pairs are still missing after `timeout` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+      self.reload()
+      progress(len(self.finished), len(self.pairs))
+      if len(self.finished) == len(self.pairs):
+        return
+      if time.monotonic() > deadline:
+        missing = len(self.pairs) - len(self.finished)
+        raise TimeoutError(f"{missing} pairs were still missing after {timeout:g} s; rerun "
+                           "the processes that stopped with the same command to resume.")
+      time.sleep(POLL_SECONDS)
 
   def has(self, index: int) -> bool:
     """Whether pair `index` is finished (by this process, or found on disk at reload)."""

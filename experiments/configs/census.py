@@ -2,7 +2,7 @@
 
   python -m experiments.atlas --config experiments/configs/census.py --workdir runs/census
   python -m experiments.atlas --config experiments/configs/census.py --workdir runs/census \
-      --coordinator=127.0.0.1:12355 --num_processes=2 --process_id=0   # and process_id=1
+      --num_processes=2 --process_id=0   # and process_id=1, same workdir
 
 Every binary language whose minimal complete DFA has at most 2 states, and a seeded sample of
 200 with exactly 3 (lagjax.analysis.automata: one per class up to renaming and complement,
@@ -10,7 +10,7 @@ one-class-per-length languages dropped), through the atlas's rows on every layou
 the atlas's horizons. Besides the atlas's files the run writes census.md (the fraction
 learned per plan and layout, split into star-free and not; the fraction where attention lags;
 joint against three_phase) and census.png. Each (language, layout) is one chunk of the sweep's
-resumable store; with P processes each takes every P-th of the pairs not yet finished.
+resumable store; with P processes, process p takes the pairs i ≡ p (mod P) not yet finished.
 
 `:quick` is every language with at most 2 states, the CLS layout, at the atlas's quick
 horizons (t = 10³, 300 GD steps).

@@ -202,18 +202,31 @@ def test_the_report_opens_with_verdicts_marks_reasons_and_resumes(tmp_path):
   assert not fresh.rows and not os.path.exists(tmp_path / atlas_report.ROWS)
 
 
-def test_processes_share_the_unfinished_pairs_evenly(tmp_path):
-  """A resumed 2-process run splits what is left, not all pairs: with the even pairs
-  finished (a run whose process 1 stopped), both processes get unfinished pairs, the shares
-  are disjoint and together every unfinished pair."""
+def test_processes_share_the_unfinished_pairs_by_index(tmp_path):
+  """Pair i is process (i mod P)'s, whenever a process reads the store (the processes meet only
+  in its files): the shares are disjoint, together every unfinished pair, and a pair another
+  process finished is in no share."""
   pairs = [(f"fake:{i}", "cls") for i in range(6)]
   atlas_report.Store.prepare(str(tmp_path), json.dumps({"config": "a"}))
   store = atlas_report.Store(str(tmp_path), pairs)
   assert store.share(0, 2) == [0, 2, 4] and store.share(1, 2) == [1, 3, 5]
-  for i in (0, 2, 4):
+  for i in (0, 3):
     store.add(i, "fake", fake_row("cls", True), True)
-  assert store.share(0, 2) == [1, 5] and store.share(1, 2) == [3]
-  assert store.share(0, 1) == [1, 3, 5]
+  late = atlas_report.Store(str(tmp_path), pairs)   # a process that reads the store later
+  assert late.share(0, 2) == [2, 4] and late.share(1, 2) == [1, 5]
+  assert late.share(0, 1) == [1, 2, 4, 5]
+  assert late.share(2, 3) == [2, 5]
+
+
+def test_a_process_other_than_0_waits_for_the_stamp_of_its_config(tmp_path):
+  """Process p > 0 reads the store only once process 0 has stamped it with the same config;
+  a store stamped for another config makes it wait, and time out with a line saying so."""
+  mine, other = json.dumps({"config": "a"}), json.dumps({"config": "b"})
+  atlas_report.Store.prepare(str(tmp_path), other)
+  with pytest.raises(TimeoutError, match="did not prepare the store"):
+    atlas_report.Store.wait_for_stamp(str(tmp_path), mine, timeout=0.0)
+  atlas_report.Store.prepare(str(tmp_path), mine)
+  atlas_report.Store.wait_for_stamp(str(tmp_path), mine, timeout=0.0)   # returns at once
 
 
 @pytest.mark.slow  # the binary on one language, one plan, twice (about two minutes)
@@ -243,8 +256,9 @@ def test_the_binary_writes_every_output_and_a_second_run_resumes(tmp_path):
 @pytest.mark.slow  # three runs of the binary on two census languages (about two minutes)
 def test_a_two_process_census_writes_the_files_of_one_process(tmp_path):
   """experiments.atlas on two census languages (parity and "ends in 1") as one process and as
-  two processes on loopback: rows.csv and curves.csv are the same bytes, census.md holds the
-  census's three tables, and metadata.json records the process count and every pair."""
+  two processes that meet only in the store (process 1 started first, so it waits for process
+  0's stamp): rows.csv and curves.csv are the same bytes, census.md holds the census's three
+  tables, and metadata.json records the process count and every pair."""
   args = [sys.executable, "-m", "experiments.atlas",
           "--config=experiments/configs/census.py:quick",
           "--config.languages=('dfa:01.10:1','dfa:01.01:1')",
@@ -255,9 +269,8 @@ def test_a_two_process_census_writes_the_files_of_one_process(tmp_path):
                           text=True, timeout=900, env=env)
   assert single.returncode == 0, single.stderr[-2000:]
   two = tmp_path / "two"
-  port = 20000 + (os.getpid() * 11 + 3) % 20000
-  started = [subprocess.Popen(args + [f"--workdir={two}", f"--coordinator=127.0.0.1:{port}",
-                                      "--num_processes=2", f"--process_id={i}"],
+  started = [subprocess.Popen(args + [f"--workdir={two}", "--num_processes=2",
+                                      f"--process_id={i}"],
                               cwd=REPO, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for i in (1, 0)]
   try:

@@ -401,10 +401,15 @@ def test_writable_workdir_names_the_path(tmp_path):
      "last, last+first_last."),
     ("--config.languages=('tomita:9',)",
      "atlas.py: error: config.languages: tomita k must be an integer in {1, …, 7}; got 9."),
+    ("--coordinator=127.0.0.1:12355",
+     "atlas.py: error: --coordinator: the atlas's processes meet in the store in --workdir, "
+     "not in jax.distributed; start each with --num_processes=P and --process_id=p only."),
+    ("--process_id=2", "atlas.py: error: --process_id must be in 0..0; got 2."),
 ])
 @pytest.mark.slow
 def test_atlas_bad_config_is_one_line(tmp_path, override, message):
-  """A bad layout or language spec: that one line, exit status 2, no workdir left behind."""
+  """A bad layout, language spec or process flag: that one line, exit status 2, no workdir
+  left behind."""
   workdir = tmp_path / "atlas"
   result = subprocess.run(command("atlas", override, workdir=workdir), cwd=REPO,
                           capture_output=True, text=True, timeout=TIMEOUT)
