@@ -546,7 +546,7 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
          epsilon: float | None = None, plateau_drop: float = 0.5,
          max_risk: float = runner.MAX_VALUE, max_steps: int = 16_384, tied="auto",
          num_points: int | None = None, dense: bool = False, closed_form: bool = True,
-         sharpness: int = 0):
+         sharpness: int = 0, optimization_level: int | None = None):
   """Runs `plan` on `lang` from θ0 (default zero) as exact population gradient flow
   (docs/theory.md §5c; per-token gradients on tied groups: §3b), mirroring lj.train.
 
@@ -587,6 +587,10 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
     sharpness: k ≥ 1 records the k largest eigenvalues of the Hessian on the groups each
       phase moves, in the per-token metric, at every record (train.stepped_sharpness,
       docs/theory.md §5d), and summary max_sharpness and end_sharpness; 0 (default): none.
+    optimization_level: XLA's backend optimisation level (0-3) for this run's program
+      (jax.jit's compiler_options), whatever XLA_FLAGS say; None (default) leaves it to them.
+      A setting of speed, never of the mathematics: a long flow compiled at level 0 (which
+      a test suite may set for compile speed) runs many times slower.
 
   Returns:
     With dense, the pair (Trajectory, path), path(t) -> per-token θ(t) (jitted) for any
@@ -634,6 +638,9 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
   t1, rtol, atol, num_records, epsilon, plateau_drop, max_steps, num_points = _check_options(
       t1, rtol, atol, solver, records, num_records, epsilon, plateau_drop, max_steps,
       num_points)
+  if optimization_level is not None:
+    optimization_level = int(validation.check_choice("optimization_level", optimization_level,
+                                                     (0, 1, 2, 3)))
   _, max_risk = runner.check_run_options(plans.joint(1.0, 1), 1, max_risk)
   flow_plan = plans.flow_form(plan)
   theta0 = direct.init_params(lang.d) if theta0 is None else theta0
@@ -655,7 +662,7 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
   def attempt(points):
     run = _compiled_flow(lang, partition, len(flow_plan.phases), loss, route, layout, solver,
                          rtol, atol, size, kind, max_risk, max_steps, points, dense,
-                         output_only, sharpness)
+                         output_only, sharpness, optimization_level)
     return run(*arguments)
 
   def stopped_at(result):
@@ -698,10 +705,13 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
 @functools.lru_cache(maxsize=16)
 def _compiled_flow(lang, partition, num_phases, loss, route, layout, solver, rtol, atol,
                    num_records, records, max_risk, max_steps, num_points, dense,
-                   output_only, sharpness=0):
+                   output_only, sharpness=0, optimization_level=None):
+  options = (None if optimization_level is None
+             else {"xla_backend_optimization_level": optimization_level})
   return jax.jit(make_flow(lang, partition, num_phases=num_phases, loss=loss, route=route,
                            layout=layout, solver=solver, rtol=rtol, atol=atol,
                            num_records=num_records, records=records, max_risk=max_risk,
                            max_steps=max_steps, num_points=num_points,
                            with_solution=dense, output_only=output_only,
-                           sharpness=sharpness))
+                           sharpness=sharpness),
+                 compiler_options=options)

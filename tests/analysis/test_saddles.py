@@ -186,12 +186,14 @@ def test_tomita_4_with_positions_is_a_roundoff_saddle_left_at_the_rate_its_eigen
   assert -0.03 < found.min_eigenvalue < -0.01
   direction = found.direction
   np.testing.assert_allclose(direction["alpha_first"], -direction["alpha_last"], atol=1e-8)
+  # The flows compile at LLVM level 2, not the suite's -O0: they run far longer than they
+  # compile (docs/decisions/test-suite-speed.md).
   check = saddles.flow_excitability(lang, risk, found, template, t1=200.0, num_states=8,
-                                    rtol=1e-6, tied=False)
+                                    rtol=1e-6, tied=False, optimization_level=2)
   assert check.kind == "across an invariant set (roundoff only)", check
   assert check.num_decisive == 9 and check.alignment < 1e-12 and check.span_component < 1e-12
   eps = np.array([1e-2, 1e-3, 1e-4])
   times = saddles.escape_times(lang, template, eps, level=0.23, t1=1000.0, origin=found.theta,
-                               num_records=4, rtol=1e-6)
+                               num_records=4, rtol=1e-6, optimization_level=2)
   law = saddles.fit_escape_law(eps, times, found.min_eigenvalue)
   assert abs(law.slope_ratio - 1.0) < 0.1, (times, law)

@@ -64,12 +64,24 @@ def test_output_only_plans_follow_the_exact_linear_solution(output_run):
     ({"records": "log"}, "records"), ({"records": [0.0, 5.0]}, "records"),
     ({"epsilon": 0.0}, "epsilon"), ({"plateau_drop": 1.0}, "plateau_drop"),
     ({"num_records": 0}, "num_records"), ({"max_risk": 0.0}, "max_risk"),
+    ({"optimization_level": 4}, "optimization_level"),
 ])
 def test_bad_options_fail_in_one_line_naming_the_field(options, field):
   with pytest.raises(ValueError) as error:
     lj.flow(LANG, lj.plans.joint(1.0, 10), **options)
   message = str(error.value)
   assert "\n" not in message and message.startswith(field), message
+
+
+def test_optimization_level_changes_the_program_not_the_flow():
+  """A flow compiled at XLA level 2 (not the suite's -O0) ends where the default one does,
+  within roundoff carried by the solver: both take the same accepted steps here (the step
+  controller reads the error estimate only to ~1e-3, far above 1e-16 changes)."""
+  plan = lj.plans.joint(1.0, 30)
+  default = lj.flow(LANG, plan, num_records=8)
+  level_2 = lj.flow(LANG, plan, num_records=8, optimization_level=2)
+  assert int(level_2.summary["num_steps"]) == int(default.summary["num_steps"])
+  np.testing.assert_allclose(np.asarray(level_2.risk), np.asarray(default.risk), rtol=1e-12)
 
 
 def test_unknown_solver_lists_the_solvers():
