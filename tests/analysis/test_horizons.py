@@ -134,7 +134,8 @@ def test_every_cell_is_a_direct_flow_or_train_call(tomita1_row):
   lang, h, found, row = tomita1_row
   theta0 = lj.init_params(lang.d)
   r_star = float(found.risk)
-  options = dict(rtol=h.rtol, atol=h.atol, num_records=h.num_records, closed_form=False)
+  options = dict(rtol=h.rtol, atol=h.atol, num_records=h.num_records, closed_form=False,
+                 num_points=lj.dynamics.flow.SMALLEST)
   by = {(r["plan"], r["dynamics"]): r for r in row.records}
   for name in ("joint", "attention_only"):
     cells = by[name, "flow"]
