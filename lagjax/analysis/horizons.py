@@ -47,7 +47,7 @@ from lagjax.data import languages
 from lagjax.dynamics import flow as flow_lib
 from lagjax.dynamics import hybrid, metrics, plans, run_label, train
 from lagjax.models import direct
-from lagjax.risk import risk_fn
+from lagjax.risk import coverage, risk_fn
 
 LAYOUTS = optimum_lib.LAYOUTS
 PLAN_NAMES = plans.plan_names()
@@ -398,9 +398,10 @@ def _flow_options(horizons: Horizons) -> dict:
   # closed_form=False: output_only runs through the same compiled solver as the other plans.
   # num_points "smallest": a run starts on the smallest grid covering θ0 = 0 and re-sizes as
   # it goes (§3a); under the position tables that is 362 nodes against the default 1,448, and
-  # the flows of a census pair take the same steps about 4× faster (risks equal to 2e-13).
+  # the flows of a census pair take the same steps about 4× faster (risks equal to 2e-13;
+  # docs/decisions/batching-on-cpu.md).
   return dict(rtol=horizons.rtol, atol=horizons.atol, num_records=horizons.num_records,
-              closed_form=False, num_points=flow_lib.SMALLEST)
+              closed_form=False, num_points=coverage.SMALLEST)
 
 
 def _flow_cells(lang, theta0, name: str, r_star: float, horizons: Horizons,
@@ -485,7 +486,9 @@ def _gd_run(lang, theta0, name: str, etas, horizons: Horizons):
   plan = padded_gd_plan(gd_plan(name, etas, horizons))
   if hybrid.supports(plan) is None:  # no joint phase: output phases in closed form (§5)
     return hybrid.train(lang, plan, theta0, record_every=horizons.gd_record_every)
-  return train.train(lang, plan, theta0, record_every=horizons.gd_record_every, zero_one=False)
+  # The smallest grid covering θ0, re-sized as the run needs (as the flows: _flow_options).
+  return train.train(lang, plan, theta0, record_every=horizons.gd_record_every, zero_one=False,
+                     num_points=coverage.SMALLEST)
 
 
 def _final(run) -> float:

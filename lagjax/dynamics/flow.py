@@ -72,7 +72,7 @@ STATUS = ("completed", "epsilon reached", "diverged: non-finite risk",
 # stages probe beyond θ, where the route is NaN, and would shrink its steps to nothing.
 GRID_MARGIN = 0.9
 # lj.flow's num_points that starts at the smallest size of the ladder covering θ0 (§3a).
-SMALLEST = "smallest"
+SMALLEST = coverage.SMALLEST
 
 # The plateau level at time t is the risk a decade earlier, R(t/10): the run leaves a
 # plateau when R(t) <= (1 - plateau_drop)·R(t/10).
@@ -527,8 +527,7 @@ def _check_options(t1, rtol, atol, solver, records, num_records, epsilon, platea
   plateau_drop = validation.check_real("plateau_drop", plateau_drop, minimum=0.0, strict=True,
                                        maximum=1.0, strict_max=True)
   max_steps = validation.check_int("max_steps", max_steps, 1, integral_floats=True)
-  if num_points is not None and not (isinstance(num_points, str) and num_points == SMALLEST):
-    num_points = validation.check_int(f"num_points (an int, None or {SMALLEST!r})", num_points, 1)
+  num_points = coverage.check_num_points(num_points)
   return t1, rtol, atol, num_records, epsilon, plateau_drop, max_steps, num_points
 
 
@@ -680,12 +679,11 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
 
   if train.build_route_spec(lang, loss, route, layout).quadrature:
     windows = coverage.windows(partition.num_groups, layout)
-    first = num_points
-    if num_points == SMALLEST:  # None (the default size) where no size of the ladder covers θ0
-      first = coverage.size_covering(lang, coverage.needed(lang, theta0) / GRID_MARGIN + 1,
-                                     windows)
+    # A run stops at GRID_MARGIN of its grid: θ0 needs a size a margin above its nodes.
+    first, fixed = coverage.first_size(lang, num_points, windows,
+                                       coverage.needed(lang, theta0) / GRID_MARGIN + 1)
     resized = coverage.resize(attempt, lang, windows, stopped_at=stopped_at,
-                              num_points=first, fixed=isinstance(num_points, int))
+                              num_points=first, fixed=fixed)
     result = resized.result
     info = (("grid_points", resized.num_points),) if resized.failures else ()
   else:

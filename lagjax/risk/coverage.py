@@ -14,7 +14,9 @@ larger grid and runs again:
 - `size_covering`: the smallest size of the ladder that holds the nodes θ needs (the rule of
   `lj.population_risk`);
 - `resize`: run, and while the run stopped because of the grid, run again at the size that
-  covers where it stopped, unless the user fixed the grid.
+  covers where it stopped, unless the user fixed the grid;
+- `first_size`: where an engine's run starts: the default size (None), the smallest size
+  covering θ0 (SMALLEST) or the user's fixed size.
 """
 
 from __future__ import annotations
@@ -25,9 +27,14 @@ from typing import Any, NamedTuple
 
 import jax
 
+from lagjax import validation
 from lagjax.data import languages
 from lagjax.models import direct
 from lagjax.risk import entries, quadrature, registry
+
+# An engine's num_points (lj.flow, lj.train) that starts its run on the smallest size of the
+# ladder covering θ0 and re-sizes upward from there, instead of the default size.
+SMALLEST = "smallest"
 
 
 def windows(num_groups: int, layout: direct.Layout = direct.PLAIN) -> int:
@@ -177,6 +184,58 @@ def size_covering(lang: languages.Language | None, points: int | float, num_wind
                if size >= points), None)
 
 
+def check_num_points(num_points):
+  """An engine's num_points (§3a): None, SMALLEST or an int ≥ 1.
+
+  Args:
+    num_points: the value given to lj.flow or lj.train.
+
+  Returns:
+    It, unchanged (an int as an int).
+
+  Raises:
+    ValueError: one line naming the field and what it allows.
+
+  Example:
+    >>> lj.risk.coverage.check_num_points("smallest"), lj.risk.coverage.check_num_points(362)
+    ('smallest', 362)
+    >>> lj.risk.coverage.check_num_points("largest")
+    Traceback (most recent call last):
+    ...
+    ValueError: num_points (an int, None or 'smallest') must be an integer >= 1; got 'largest'.
+  """
+  if num_points is None or (isinstance(num_points, str) and num_points == SMALLEST):
+    return num_points
+  return validation.check_int(f"num_points (an int, None or {SMALLEST!r})", num_points, 1)
+
+
+def first_size(lang: languages.Language, num_points, num_windows: int,
+               points: int | float) -> tuple[int | None, bool]:
+  """(the first size, fixed) of `resize` for an engine's checked num_points (§3a).
+
+  Args:
+    lang: the language.
+    num_points: None (the default size, re-sized when needed), SMALLEST (the smallest size of
+      the ladder holding `points`, None where none does) or an int (fixed).
+    num_windows: the grid's score windows.
+    points: the nodes θ0 needs, with the engine's margin.
+
+  Returns:
+    (num_points for `resize`, whether the grid is fixed).
+
+  Example:
+    >>> lang = lj.occurrence(50)
+    >>> lj.risk.coverage.first_size(lang, "smallest", 50, 100), lj.risk.coverage.first_size(
+    ...     lang, None, 50, 100), lj.risk.coverage.first_size(lang, 500, 50, 100)
+    ((187, False), (None, False), (500, True))
+  """
+  if num_points is None:
+    return None, False
+  if isinstance(num_points, str):
+    return size_covering(lang, points, num_windows), False
+  return int(num_points), True
+
+
 def grid_options(route, num_points: int | None) -> dict:
   """The build options that put a route on a grid of num_points nodes: {"num_points": n} for
   a quadrature route, {} for any other or for None (§3a).
@@ -302,5 +361,6 @@ def resize(attempt: Callable[[int], Any], lang: languages.Language, num_windows:
     size = larger
 
 
-__all__ = ["Resized", "default_size", "describe", "grid_options", "ladder", "needed",
-           "needed_fn", "resize", "size_covering", "windows"]
+__all__ = ["SMALLEST", "Resized", "check_num_points", "default_size", "describe",
+           "first_size", "grid_options", "ladder", "needed", "needed_fn", "resize",
+           "size_covering", "windows"]

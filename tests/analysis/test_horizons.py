@@ -135,7 +135,7 @@ def test_every_cell_is_a_direct_flow_or_train_call(tomita1_row):
   theta0 = lj.init_params(lang.d)
   r_star = float(found.risk)
   options = dict(rtol=h.rtol, atol=h.atol, num_records=h.num_records, closed_form=False,
-                 num_points=lj.dynamics.flow.SMALLEST)
+                 num_points=lj.risk.coverage.SMALLEST)
   by = {(r["plan"], r["dynamics"]): r for r in row.records}
   for name in ("joint", "attention_only"):
     cells = by[name, "flow"]
@@ -160,10 +160,12 @@ def test_every_cell_is_a_direct_flow_or_train_call(tomita1_row):
   for name in ("joint", "attention_only"):
     cells = by[name, "gd"]
     eta = float(cells["etas"].split(" ")[0])
-    run = lj.train(lang, lj.plans.PLANS[name](eta, h.gd_steps), theta0)
+    run = lj.train(lang, lj.plans.PLANS[name](eta, h.gd_steps), theta0,
+                   num_points=lj.risk.coverage.SMALLEST)
     assert abs(cells["final_risk"] - float(run.risk[-1])) <= TOL
     for other in h.gd_grid:
-      rival = lj.train(lang, lj.plans.PLANS[name](other, h.gd_steps), theta0)
+      rival = lj.train(lang, lj.plans.PLANS[name](other, h.gd_steps), theta0,
+                       num_points=lj.risk.coverage.SMALLEST)
       assert cells["final_risk"] <= float(rival.risk[-1]) + TOL
     lag = metrics.horizon_free_lag(run.alpha, run.beta, run.risk, r_star + h.epsilon, run.steps)
     expected = (float(lag.tau_eps) if int(lag.tau_eps) >= 0 else h.not_learned_gd)

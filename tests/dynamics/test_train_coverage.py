@@ -47,6 +47,23 @@ def test_a_run_that_leaves_its_grid_is_resized_and_equals_the_large_grid_run(one
   assert "grid_points" not in dict(large.info)
 
 
+def test_smallest_starts_on_the_grid_covering_theta0_and_resizes_from_there():
+  """num_points="smallest" (the atlas's GD): θ0 = 0 needs one window, so the run starts
+  there (not on the default 3), leaves it at the first attention step and re-sizes to 2
+  windows, equal to a run on 2 windows from the start; the default grid gives the same risks
+  but for roundoff (quadrature exact to ~1e-15, §3a, over 6 steps)."""
+  lang, plan = lj.occurrence(3), lj.plans.joint(1.0, 6)
+  width = quadrature.window_width(lang)
+  assert coverage.needed(lang, lj.init_params(3)) <= width
+  run = lj.train(lang, plan, num_points=coverage.SMALLEST)
+  assert dict(run.info)["grid_points"] == 2 * width
+  assert_same_run(run, lj.train(lang, plan, num_points=2 * width))
+  default = lj.train(lang, plan)
+  np.testing.assert_allclose(run.risk, default.risk, rtol=0, atol=1e-13)
+  with pytest.raises(ValueError, match="^num_points"):
+    lj.train(lang, plan, num_points="largest")
+
+
 def test_a_fixed_grid_stops_the_run_and_says_why(one_window):
   lang, plan = lj.occurrence(3), lj.plans.joint(1.0, 6)
   width = quadrature.window_width(lang)
