@@ -39,23 +39,28 @@ EXACT = 1e-12
 
 
 @pytest.fixture
-def two_windows(monkeypatch):
-  """The default grid shrunk to 2 windows; compiled flows of other defaults not reused; the
-  grid size of every flow program built, in order."""
-  monkeypatch.setattr(coverage, "default_size",
-                      lambda lang, windows, step=quadrature.STEP, left=None:
-                      2 * quadrature.window_width(lang, step, left))
-  built = []
+def built(monkeypatch):
+  """The grid size of every flow program built, in order; compiled flows not reused."""
+  sizes = []
   make_flow = flow_lib.make_flow
 
   def counting(*args, **kwargs):
-    built.append(kwargs["num_points"])
+    sizes.append(kwargs["num_points"])
     return make_flow(*args, **kwargs)
 
   monkeypatch.setattr(flow_lib, "make_flow", counting)
   flow_lib._compiled_flow.cache_clear()
-  yield built
+  yield sizes
   flow_lib._compiled_flow.cache_clear()
+
+
+@pytest.fixture
+def two_windows(monkeypatch, built):
+  """The default grid shrunk to 2 windows; the sizes built (`built`)."""
+  monkeypatch.setattr(coverage, "default_size",
+                      lambda lang, windows, step=quadrature.STEP, left=None:
+                      2 * quadrature.window_width(lang, step, left))
+  return built
 
 
 def run_flow(theta0, **options):
@@ -109,33 +114,21 @@ def test_resizing_adds_one_compilation_and_equals_the_large_grid_run(two_windows
 
 
 @pytest.mark.slow
-def test_smallest_starts_at_the_size_covering_theta0_and_resizes_from_there(monkeypatch):
+def test_smallest_starts_at_the_size_covering_theta0_and_resizes_from_there(built):
   """num_points="smallest" (the atlas's flows): the default grid (3 windows here) is not
   touched; a flow from NEAR runs on the 2-window size alone, with the risks of the default
   grid to roundoff, and from FAR it starts there, meets the edge and re-sizes to 3 windows,
   equal to the default run (the same program) to EXACT."""
-  built = []
-  make_flow = flow_lib.make_flow
-
-  def counting(*args, **kwargs):
-    built.append(kwargs["num_points"])
-    return make_flow(*args, **kwargs)
-
-  monkeypatch.setattr(flow_lib, "make_flow", counting)
-  flow_lib._compiled_flow.cache_clear()
-  try:
-    near = run_flow(NEAR, num_points=flow_lib.SMALLEST)
-    assert built == [SMALL] and "grid_points" not in dict(near.info)
-    default = run_flow(NEAR)
-    assert built == [SMALL, LARGE]
-    # Two grids that both cover θ: the same risk but for roundoff (quadrature exact to
-    # ~1e-15, §3a), carried along 100 time units of a contracting flow.
-    np.testing.assert_allclose(near.risk, default.risk, rtol=0, atol=1e-13)
-    far = run_flow(FAR, num_points=flow_lib.SMALLEST)
-    assert built == [SMALL, LARGE] and dict(far.info)["grid_points"] == LARGE
-    on_default = run_flow(FAR)
-    for name in ("risk", "alpha", "beta"):
-      np.testing.assert_allclose(getattr(far, name), getattr(on_default, name), rtol=0,
-                                 atol=EXACT)
-  finally:
-    flow_lib._compiled_flow.cache_clear()
+  near = run_flow(NEAR, num_points=flow_lib.SMALLEST)
+  assert built == [SMALL] and "grid_points" not in dict(near.info)
+  default = run_flow(NEAR)
+  assert built == [SMALL, LARGE]
+  # Two grids that both cover θ: the same risk but for roundoff (quadrature exact to
+  # ~1e-15, §3a), carried along 100 time units of a contracting flow.
+  np.testing.assert_allclose(near.risk, default.risk, rtol=0, atol=1e-13)
+  far = run_flow(FAR, num_points=flow_lib.SMALLEST)
+  assert built == [SMALL, LARGE] and dict(far.info)["grid_points"] == LARGE
+  on_default = run_flow(FAR)
+  for name in ("risk", "alpha", "beta"):
+    np.testing.assert_allclose(getattr(far, name), getattr(on_default, name), rtol=0,
+                               atol=EXACT)
