@@ -71,8 +71,6 @@ STATUS = ("completed", "epsilon reached", "diverged: non-finite risk",
 # A quadrature route's run stops when θ needs this share of its grid's nodes: the solver's
 # stages probe beyond θ, where the route is NaN, and would shrink its steps to nothing.
 GRID_MARGIN = 0.9
-# lj.flow's num_points that starts at the smallest size of the ladder covering θ0 (§3a).
-SMALLEST = coverage.SMALLEST
 
 # The plateau level at time t is the risk a decade earlier, R(t/10): the run leaves a
 # plateau when R(t) <= (1 - plateau_drop)·R(t/10).
@@ -680,8 +678,8 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
   if train.build_route_spec(lang, loss, route, layout).quadrature:
     windows = coverage.windows(partition.num_groups, layout)
     # A run stops at GRID_MARGIN of its grid: θ0 needs a size a margin above its nodes.
-    first, fixed = coverage.first_size(lang, num_points, windows,
-                                       coverage.needed(lang, theta0) / GRID_MARGIN + 1)
+    first, fixed = coverage.first_size(
+        lang, num_points, windows, lambda: coverage.needed(lang, theta0) / GRID_MARGIN + 1)
     resized = coverage.resize(attempt, lang, windows, stopped_at=stopped_at,
                               num_points=first, fixed=fixed)
     result = resized.result

@@ -474,7 +474,8 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
   if not build_route_spec(lang, loss, route, layout).quadrature:
     return attempt(None)
   windows = coverage.windows(partition.num_groups, layout)
-  first, fixed = coverage.first_size(lang, num_points, windows, coverage.needed(lang, theta0))
+  first, fixed = coverage.first_size(lang, num_points, windows,
+                                     lambda: coverage.needed(lang, theta0))
   resized = coverage.resize(attempt, lang, windows, stopped_at=stopped_params,
                             num_points=first, fixed=fixed)
   return with_grid_info(resized, fixed)

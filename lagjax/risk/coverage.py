@@ -210,29 +210,29 @@ def check_num_points(num_points):
 
 
 def first_size(lang: languages.Language, num_points, num_windows: int,
-               points: int | float) -> tuple[int | None, bool]:
+               points: Callable[[], int | float]) -> tuple[int | None, bool]:
   """(the first size, fixed) of `resize` for an engine's checked num_points (§3a).
 
   Args:
     lang: the language.
     num_points: None (the default size, re-sized when needed), SMALLEST (the smallest size of
-      the ladder holding `points`, None where none does) or an int (fixed).
+      the ladder holding points(), None where none does) or an int (fixed).
     num_windows: the grid's score windows.
-    points: the nodes θ0 needs, with the engine's margin.
+    points: () -> the nodes θ0 needs, with the engine's margin; called for SMALLEST only.
 
   Returns:
     (num_points for `resize`, whether the grid is fixed).
 
   Example:
-    >>> lang = lj.occurrence(50)
-    >>> lj.risk.coverage.first_size(lang, "smallest", 50, 100), lj.risk.coverage.first_size(
-    ...     lang, None, 50, 100), lj.risk.coverage.first_size(lang, 500, 50, 100)
+    >>> lang, points = lj.occurrence(50), lambda: 100
+    >>> lj.risk.coverage.first_size(lang, "smallest", 50, points), lj.risk.coverage.first_size(
+    ...     lang, None, 50, points), lj.risk.coverage.first_size(lang, 500, 50, points)
     ((187, False), (None, False), (500, True))
   """
   if num_points is None:
     return None, False
   if isinstance(num_points, str):
-    return size_covering(lang, points, num_windows), False
+    return size_covering(lang, points(), num_windows), False
   return int(num_points), True
 
 

@@ -119,14 +119,14 @@ def test_smallest_starts_at_the_size_covering_theta0_and_resizes_from_there(buil
   touched; a flow from NEAR runs on the 2-window size alone, with the risks of the default
   grid to roundoff, and from FAR it starts there, meets the edge and re-sizes to 3 windows,
   equal to the default run (the same program) to EXACT."""
-  near = run_flow(NEAR, num_points=flow_lib.SMALLEST)
+  near = run_flow(NEAR, num_points=coverage.SMALLEST)
   assert built == [SMALL] and "grid_points" not in dict(near.info)
   default = run_flow(NEAR)
   assert built == [SMALL, LARGE]
   # Two grids that both cover θ: the same risk but for roundoff (quadrature exact to
   # ~1e-15, §3a), carried along 100 time units of a contracting flow.
   np.testing.assert_allclose(near.risk, default.risk, rtol=0, atol=1e-13)
-  far = run_flow(FAR, num_points=flow_lib.SMALLEST)
+  far = run_flow(FAR, num_points=coverage.SMALLEST)
   assert built == [SMALL, LARGE] and dict(far.info)["grid_points"] == LARGE
   on_default = run_flow(FAR)
   for name in ("risk", "alpha", "beta"):
