@@ -187,22 +187,25 @@ class Store:
             if i not in self.finished]
 
   def wait_until_complete(self, progress: Callable, timeout: float) -> None:
-    """Reloads the store until every pair is in it (the other processes' shares), reporting
-    progress(finished, pairs) at each change.
+    """Waits until every pair's chunk file exists (the other processes' shares), reporting
+    progress(finished, pairs) at each change; `reload` then reads them.
 
     Raises:
       TimeoutError: when pairs are still missing after `timeout` seconds.
     """
-    deadline = time.monotonic() + timeout
+    deadline, reported = time.monotonic() + timeout, None
+    missing = [i for i in range(len(self.pairs)) if i not in self.finished]
     while True:
-      self.reload()
-      progress(len(self.finished), len(self.pairs))
-      if len(self.finished) == len(self.pairs):
+      missing = [i for i in missing if not self.chunks.has(0, i)]
+      finished = len(self.pairs) - len(missing)
+      if finished != reported:
+        progress(finished, len(self.pairs))
+        reported = finished
+      if not missing:
         return
       if time.monotonic() > deadline:
-        missing = len(self.pairs) - len(self.finished)
-        raise TimeoutError(f"{missing} pairs were still missing after {timeout:g} s; rerun "
-                           "the processes that stopped with the same command to resume.")
+        raise TimeoutError(f"{len(missing)} pairs were still missing after {timeout:g} s; "
+                           "rerun the processes that stopped with the same command to resume.")
       time.sleep(POLL_SECONDS)
 
   def has(self, index: int) -> bool:

@@ -229,6 +229,24 @@ def test_a_process_other_than_0_waits_for_the_stamp_of_its_config(tmp_path):
   atlas_report.Store.wait_for_stamp(str(tmp_path), mine, timeout=0.0)   # returns at once
 
 
+def test_process_0_waits_until_every_pair_is_in_the_store(tmp_path):
+  """Process 0 waits for the other processes' chunk files, reports each change once, and
+  times out with a line naming how many pairs are missing; reload then reads them."""
+  pairs = [(f"fake:{i}", "cls") for i in range(2)]
+  atlas_report.Store.prepare(str(tmp_path), json.dumps({"config": "a"}))
+  store = atlas_report.Store(str(tmp_path), pairs)
+  store.add(0, "fake", fake_row("cls", True), True)
+  seen = []
+  with pytest.raises(TimeoutError, match="^1 pairs were still missing"):
+    store.wait_until_complete(lambda done, total: seen.append((done, total)), timeout=0.0)
+  other = atlas_report.Store(str(tmp_path), pairs)   # another process finishes pair 1
+  other.add(1, "fake", fake_row("cls", False), True)
+  store.wait_until_complete(lambda done, total: seen.append((done, total)), timeout=0.0)
+  assert seen == [(1, 2), (2, 2)] and not store.has(1)
+  store.reload()
+  assert store.has(1) and store.rows == other.rows
+
+
 @pytest.mark.slow  # the binary on one language, one plan, twice (about two minutes)
 def test_the_binary_writes_every_output_and_a_second_run_resumes(tmp_path):
   """experiments.atlas :quick on Tomita 1 and joint alone: rows.csv holds the flow and GD rows,
