@@ -74,12 +74,23 @@ def test_bad_options_fail_in_one_line_naming_the_field(options, field):
 
 
 def test_optimization_level_changes_the_program_not_the_flow():
-  """A flow compiled at XLA level 2 (not the suite's -O0) ends where the default one does,
-  within roundoff carried by the solver: both take the same accepted steps here (the step
-  controller reads the error estimate only to ~1e-3, far above 1e-16 changes)."""
+  """A flow compiled at XLA level 2 (not the suite's -O0; the option reaches jax.jit) ends
+  where the default one does, within roundoff carried by the solver: both take the same
+  accepted steps here (the step controller reads the error estimate only to ~1e-3, far above
+  1e-16 changes)."""
   plan = lj.plans.joint(1.0, 30)
   default = lj.flow(LANG, plan, num_records=8)
-  level_2 = lj.flow(LANG, plan, num_records=8, optimization_level=2)
+  options = []
+  jit = jax.jit
+
+  def spy(fn, **kwargs):   # the options lj.flow's program is compiled with
+    options.append(kwargs.get("compiler_options"))
+    return jit(fn, **kwargs)
+
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(jax, "jit", spy)
+    level_2 = lj.flow(LANG, plan, num_records=8, optimization_level=2)
+  assert {"xla_backend_optimization_level": 2} in options
   assert int(level_2.summary["num_steps"]) == int(default.summary["num_steps"])
   np.testing.assert_allclose(np.asarray(level_2.risk), np.asarray(default.risk), rtol=1e-12)
 

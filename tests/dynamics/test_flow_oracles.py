@@ -22,9 +22,9 @@ shares no code with its solver:
 The occurrence language (d = 10, Laplace route) keeps the flows cheap to compile: one
 program (rtol 1e-10) serves the linear phase, the events and the tolerance test's first
 run; its dense twin (dense=True) serves the energy identity and the bisection. GD → flow
-runs the flow engine's and GD's programs itself (flow.make_flow, train.make_runner),
-compiled with RUN_OPTIMIZED: on the position-table layouts running them, not compiling
-them, is the cost, and the suite's LLVM -O0 (tests/conftest.py) made the two cases 300 s.
+compiles its flow (lj.flow's optimization_level) and GD's program (train.make_runner, jitted
+here) at LLVM level 2: on the position-table layouts running them, not compiling them, is
+the cost, and the suite's LLVM -O0 (tests/conftest.py) made the two cases 300 s.
 
 Each was seen failing on a broken flow: at rtol 1e-5 the linear phase and the energy
 identity fail; a flow whose clock runs 0.2 % long fails GD → flow; the event test caught a
@@ -40,7 +40,7 @@ import numpy as np
 import pytest
 
 import lagjax as lj
-from lagjax.dynamics import flow, output_phase, train
+from lagjax.dynamics import output_phase, train
 from lagjax.models import direct
 
 pytestmark = pytest.mark.slow
@@ -70,7 +70,8 @@ ORDER_TIME = 50.0
 # XLA's CPU backend at LLVM level 2 for the order test's programs: jax.jit's compiler_options
 # override the suite's XLA_FLAGS for one program (docs/decisions/test-suite-speed.md). The
 # same IEEE operations; the test compares only GD with flow at each setting's own roundoff.
-RUN_OPTIMIZED = {"xla_backend_optimization_level": 2}
+RUN_LEVEL = 2
+RUN_OPTIMIZED = {"xla_backend_optimization_level": RUN_LEVEL}
 ORDER_ETAS = (0.4, 0.2, 0.1, 0.05)
 ORDER_CASES = {
     "occurrence d = 10": (lambda: lj.occurrence(10), direct.Layout()),
@@ -102,25 +103,15 @@ def gd_risks(lang, layout, etas, time):
   return np.array(risks)
 
 
-def flow_at(lang, layout, time):
-  """The joint flow (rate 1) from θ0 = 0 to `time`: the program lj.flow runs
-  (flow.make_flow, the file's tolerances and records), compiled with RUN_OPTIMIZED."""
-  plan = lj.plans.joint(1.0, int(time))
-  theta0 = direct.zero_params(lang.d, layout)
-  partition = train.choose_partition(lang, theta0, plan, "auto")
-  run = jax.jit(flow.make_flow(lang, partition, num_phases=1, layout=layout, rtol=RTOL,
-                               atol=ATOL, num_records=NUM_RECORDS),
-                compiler_options=RUN_OPTIMIZED)
-  return run(direct.zero_params(partition.num_groups, layout), plan.flow_form().data(),
-             jnp.float64(time), jnp.float64(-1.0), jnp.float64(0.5))
-
-
 @pytest.mark.parametrize("case", list(ORDER_CASES))
 def test_gd_tends_to_flow_at_order_one(case):
   """|R_GD(η, t/η) - R_flow(t)| at t = 50 shrinks like η: fitted order 1 ± 0.15."""
   make_language, layout = ORDER_CASES[case]
   lang = make_language()
-  run = flow_at(lang, layout, ORDER_TIME)
+  theta0 = lj.init_params(lang.d, cls=layout.cls, query=layout.query,
+                          positions=layout.positions)
+  run = run_flow(lang, lj.plans.joint(1.0, int(ORDER_TIME)), theta0,
+                 optimization_level=RUN_LEVEL)
   assert lj.dynamics.flow.status(run) == f"completed at t = {ORDER_TIME:g}"
   assert float(run.time[-1]) == ORDER_TIME
   errors = np.abs(gd_risks(lang, layout, ORDER_ETAS, ORDER_TIME) - float(run.risk[-1]))
