@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from quick import some_quick
 
 import lagjax as lj
 from lagjax.dynamics import engines, runner
@@ -46,7 +47,8 @@ def closed_form_engine(lang, plan):
   return _ENGINES[horizon]
 
 
-@pytest.mark.parametrize("eta1, eta2, eta3, steps", CASES)
+# The quick loop: the cases of T = 60, one compiled program (T = 3 and 6 compile their own).
+@pytest.mark.parametrize("eta1, eta2, eta3, steps", some_quick(CASES, quick=CASES[2:]))
 def test_entry_points_agree_on_divergence(lang, eta1, eta2, eta3, steps):
   """diverged and diverged_step agree exactly; the risks at the stopping state agree to
   1e-10 relative (the Gram form's backward error c·ε·‖M‖·‖v‖² and the Laplace route's

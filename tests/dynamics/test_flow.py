@@ -73,6 +73,7 @@ def test_bad_options_fail_in_one_line_naming_the_field(options, field):
   assert "\n" not in message and message.startswith(field), message
 
 
+@pytest.mark.slow   # two compiles of one flow
 def test_optimization_level_changes_the_program_not_the_flow():
   """A flow compiled at XLA level 2 (not the suite's -O0; the option reaches jax.jit) ends
   where the default one does, within roundoff carried by the solver: both take the same

@@ -49,12 +49,15 @@ def _gd_text(lang, layout):
   return run.lower(grouped, jax.random.key(0), plan.data()).as_text()
 
 
-# The largest layout's programs take longer to trace: the quick loop checks the CLS query.
-@pytest.mark.parametrize("layout", [
-    pytest.param(horizons.LAYOUTS["cls"], id="cls"),
-    pytest.param(horizons.LAYOUTS["last+first_last"], id="last+first_last",
+# The largest layout's programs take longer to trace, and the flow's longer than GD's: the
+# quick loop checks GD's under the CLS query.
+@pytest.mark.parametrize(("program", "layout"), [
+    pytest.param(_gd_text, horizons.LAYOUTS["cls"], id="gd-cls"),
+    pytest.param(_flow_text, horizons.LAYOUTS["cls"], id="flow-cls", marks=pytest.mark.slow),
+    pytest.param(_gd_text, horizons.LAYOUTS["last+first_last"], id="gd-last+first_last",
+                 marks=pytest.mark.slow),
+    pytest.param(_flow_text, horizons.LAYOUTS["last+first_last"], id="flow-last+first_last",
                  marks=pytest.mark.slow)])
-@pytest.mark.parametrize("program", [_flow_text, _gd_text], ids=["flow", "gd"])
 def test_two_automata_of_one_size_lower_to_one_program(program, layout):
   first, second = _languages(TWO_STATES)
   assert not jnp.array_equal(lj.risk.automaton.automaton_arrays(first).letters,

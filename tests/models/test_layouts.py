@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from enumeration import FixedOneOf, padded_automaton, padded_labelled_strings
+from quick import some_quick
 
 import lagjax as lj
 from lagjax.data import lengths as lengths_lib
@@ -258,7 +259,7 @@ def block_and_phased(params, law, automaton, quadrature):
           for each in (law, ThreeStateGeometric(law))]
 
 
-@pytest.mark.parametrize("cls", [False, True])
+@pytest.mark.parametrize("cls", some_quick([False, True], quick=[True]))
 def test_block_path_equals_the_phased_automaton(cls):
   """Geometric lengths, last query + position tables: the moments by the Q × Q block path
   (closed-form derivatives of the resolvent) equal those of the 3Q × 3Q phased automaton,
@@ -314,7 +315,8 @@ def test_inside_blocks_equal_one_block(name):
 # (even_pairs), a sink (dyck2), d = 3 (cycle3), a substring (contains). The length law
 # enters every language through the same matrix_pgf; enumeration pins each built-in's
 # layout sums to 1e-12 at fixed lengths (above), so five shapes cover the default laws.
-@pytest.mark.parametrize("name", ["parity", "even_pairs", "dyck2", "cycle3", "contains"])
+@pytest.mark.parametrize("name", some_quick(["parity", "even_pairs", "dyck2", "cycle3",
+                                             "contains"], quick=["parity", "cycle3"]))
 def test_sampled_route_within_four_standard_errors(name):
   """A built-in at its default length law, last query + positions + CLS, random θ: the
   sampled route on 5 000 strings lies within 4 standard errors of the exact value (a check

@@ -134,6 +134,7 @@ def _assert_same_results(results, reference):
       np.testing.assert_array_equal(results[name], value)
 
 
+@pytest.mark.slow   # starts Python subprocesses that die mid-write
 def test_a_chunk_being_written_when_the_process_dies_is_never_read_as_finished(tmp_path):
   """A sweep process dies half-way through writing its second chunk (after the first chunk
   is finished). The store must not report the half-written chunk as finished (`has`, the
