@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from enumeration import FixedOneOf, labelled_strings, padded_automaton
+from quick import some_quick
 
 import lagjax as lj
 from lagjax.data import lengths as lengths_lib
@@ -256,7 +257,7 @@ def test_attention_moments_equal_the_laplace_moments():
   np.testing.assert_allclose(target, expected_g, rtol=0, atol=TOL)
 
 
-@pytest.mark.parametrize("name", ["even_pairs", "tomita3", "cycle3"])
+@pytest.mark.parametrize("name", some_quick(["even_pairs", "tomita3", "cycle3"], ["cycle3"]))
 def test_sampled_route_within_four_standard_errors(name):
   """The sampled route on 20 000 strings (CLS, random θ) lies within 4 standard errors of
   the exact value."""
