@@ -56,7 +56,8 @@ def strings_and_labels(lang, n: int):
   tokens = all_strings(lang.d, n)
   mask = np.ones_like(tokens, dtype=bool)
   probability = np.prod(lang.pi_array[tokens], axis=1)
-  labels = np.asarray(lang.label_tokens(jnp.asarray(tokens), jnp.asarray(mask)))
+  # Jitted: one program per length, where eager indexing compiled dozens of single operations.
+  labels = np.asarray(jax.jit(lang.label_tokens)(jnp.asarray(tokens), jnp.asarray(mask)))
   return jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(probability), jnp.asarray(labels)
 
 
@@ -108,16 +109,26 @@ class UniformLengths:
     return max(0.0, 1.0 - n / self.n_max)
 
 
+@functools.cache
+def padded_strings_and_labels(lang, n_max: int):
+  """Every string of length 1…n_max, padded to n_max (mask False after the real tokens),
+  weighted Π π / n_max (n uniform on 1…n_max), labelled by the language's label_tokens on
+  the padded batch: one brute-force program for the whole mixture, not one per length."""
+  blocks = [all_strings(lang.d, n) for n in range(1, n_max + 1)]
+  tokens = np.concatenate([np.pad(block, ((0, 0), (0, n_max - block.shape[1])))
+                           for block in blocks])
+  mask = np.concatenate([np.arange(n_max) < block.shape[1] for block in blocks
+                         for _ in range(len(block))]).reshape(tokens.shape)
+  probability = np.concatenate([np.prod(lang.pi_array[block], axis=1) / n_max
+                                for block in blocks])
+  labels = jax.jit(lang.label_tokens)(jnp.asarray(tokens), jnp.asarray(mask))
+  return jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(probability), labels
+
+
 def brute_force_mixture(lang, n_max: int, loss="squared"):
-  """params -> (risk, ∇risk, error) under UniformLengths(n_max): the mean of brute_force's."""
-  parts = [brute_force(with_length(lang, lj.fixed(n)), n, loss) for n in range(1, n_max + 1)]
-
-  def evaluate(params):
-    values = [part(params) for part in parts]
-    mean = lambda items: jax.tree.map(lambda *leaves: sum(leaves) / n_max, *items)  # noqa: E731
-    return tuple(mean([value[i] for value in values]) for i in range(3))
-
-  return evaluate
+  """params -> (risk, ∇risk, error) under UniformLengths(n_max), over every padded string."""
+  arrays = padded_strings_and_labels(lang, n_max)
+  return lambda params: _brute_force_value_and_grad(params, *arrays, loss=loss)
 
 
 def count_route(lang, layout, **options):
