@@ -3,8 +3,9 @@ Laplace, lattice and transfer routes where they overlap, and against the sampled
 
 Tolerances: at a fixed length n ≤ 14 with uniform π every count vector weighs ≥ 3^-14 > tol/2,
 so the route drops nothing and its bound (report["risk_bound"]) is 0; what is left is float64
-summation roundoff over at most 3^10 strings (values of order 1), below 1e-11 for the risk and
-1e-10 for the gradient.
+summation roundoff over at most 3 + 3^2 + … + 3^10 < 9·10^4 strings (the mixture's padded
+batch; values of order 1, weights summing to 1), below 1e-11 for the risk and 1e-10 for the
+gradient.
 """
 
 from __future__ import annotations
