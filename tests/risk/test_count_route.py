@@ -112,24 +112,29 @@ class UniformLengths:
 
 @functools.cache
 def padded_strings_and_labels(lang, n_max: int):
-  """Every string of length 1…n_max, padded to n_max (mask False after the real tokens),
-  weighted Π π / n_max (n uniform on 1…n_max), labelled by the language's label_tokens on
-  the padded batch: one brute-force program for the whole mixture, not one per length."""
+  """Every string of length 1…n_max, padded to n_max (mask False after the real tokens), its
+  probability Π π given its length, its length, and its label by the language's label_tokens
+  on the padded batch: one brute-force program for a whole length mixture, not one per
+  length."""
   blocks = [all_strings(lang.d, n) for n in range(1, n_max + 1)]
   tokens = np.concatenate([np.pad(block, ((0, 0), (0, n_max - block.shape[1])))
                            for block in blocks])
-  mask = np.concatenate([np.arange(n_max) < block.shape[1] for block in blocks
-                         for _ in range(len(block))]).reshape(tokens.shape)
-  probability = np.concatenate([np.prod(lang.pi_array[block], axis=1) / n_max
-                                for block in blocks])
+  lengths = np.concatenate([np.full(len(block), block.shape[1]) for block in blocks])
+  mask = np.arange(n_max)[None] < lengths[:, None]
+  probability = np.concatenate([np.prod(lang.pi_array[block], axis=1) for block in blocks])
   labels = jax.jit(lang.label_tokens)(jnp.asarray(tokens), jnp.asarray(mask))
-  return jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(probability), labels
+  return jnp.asarray(tokens), jnp.asarray(mask), probability, labels, lengths
 
 
-def brute_force_mixture(lang, n_max: int, loss="squared"):
-  """params -> (risk, ∇risk, error) under UniformLengths(n_max), over every padded string."""
-  arrays = padded_strings_and_labels(lang, n_max)
-  return lambda params: _brute_force_value_and_grad(params, *arrays, loss=loss)
+def brute_force_mixture(lang, n_max: int, loss="squared", length_weights=None):
+  """params -> (risk, ∇risk, error) over every string of length ≤ n_max, padded, length n
+  weighted length_weights(n) (default 1/n_max: UniformLengths(n_max))."""
+  tokens, mask, probability, labels, lengths = padded_strings_and_labels(lang, n_max)
+  weights = np.full(len(lengths), 1 / n_max) if length_weights is None else length_weights(
+      lengths)
+  weighted = jnp.asarray(probability * weights)
+  return lambda params: _brute_force_value_and_grad(params, tokens, mask, weighted, labels,
+                                                    loss=loss)
 
 
 def count_route(lang, layout, **options):
@@ -220,9 +225,9 @@ def assert_geometric_equals_fixed_lengths(lang, p: float, n_max: int, layout):
   bounded independently of the route by P(n > n_max)·sup ℓ = (1-p)^n_max·½(1 + max|f|)²."""
   params = random_params(2, layout, seed=4)
   lang = with_length(lang, lj.geometric(p))
-  report = count_route(lang, layout).report(params)
-  total = math.fsum(p * (1 - p) ** (n - 1) * float(brute_force(lang, n)(params)[0])
-                    for n in range(1, n_max + 1))
+  report = jax.jit(count_route(lang, layout).report)(params)
+  total = float(brute_force_mixture(lang, n_max, length_weights=lambda n: p * (1 - p) ** (
+      n - 1))(params)[0])
   max_abs_f = float(jnp.abs(lj.risk.entries.entry_table(params)[1]).max())
   rest = (1 - p) ** n_max * 0.5 * (1 + max_abs_f) ** 2
   assert rest < 1e-11   # the comparison is sharp
