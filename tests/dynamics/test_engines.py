@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from quick import some_quick
 
 import lagjax as lj
 from lagjax.dynamics import engines, runner
@@ -51,15 +52,17 @@ def test_trajectory_fields_are_the_one_record():
   assert tuple(field.name for field in dataclasses.fields(Trajectory)) == FIELDS
 
 
+ENGINE_PLANS = [
+    lj.plans.three_phase(3.0, 30.0, 1.0, STEPS),
+    lj.plans.attention_first(30.0, 1.0, STEPS, phase_steps=(2,)),
+    lj.plans.output_only(2.0, STEPS),
+    lj.plans.three_phase(3.0, 30.0, 40.0, STEPS),   # η3 λ > 2: the last phase diverges
+]
+
+
 # The quick loop runs the three-phase plan and its diverging variant.
-@pytest.mark.parametrize("plan", [
-    pytest.param(lj.plans.three_phase(3.0, 30.0, 1.0, STEPS), id="three_phase"),
-    pytest.param(lj.plans.attention_first(30.0, 1.0, STEPS, phase_steps=(2,)),
-                 id="attention_first", marks=pytest.mark.slow),
-    pytest.param(lj.plans.output_only(2.0, STEPS), id="output_only", marks=pytest.mark.slow),
-    # η3 λ > 2: the last phase diverges
-    pytest.param(lj.plans.three_phase(3.0, 30.0, 40.0, STEPS), id="diverging"),
-])
+@pytest.mark.parametrize("plan", some_quick(ENGINE_PLANS, [ENGINE_PLANS[0], ENGINE_PLANS[3]]),
+                         ids=["three_phase", "attention_first", "output_only", "diverging"])
 def test_closed_form_steps_engine_and_train_agree(plan):
   """On the grid 0…T (num_records = T), the closed form, the steps engine and lj.train give
   Trajectories with the same grid and, per token, equal risk, α and β to 1e-12 (and the

@@ -6,6 +6,7 @@ compiles it once for the census (docs/theory.md §10a)."""
 import jax
 import jax.numpy as jnp
 import pytest
+from quick import some_quick
 
 import experiments
 import lagjax as lj
@@ -51,13 +52,12 @@ def _gd_text(lang, layout):
 
 # The largest layout's programs take longer to trace, and the flow's longer than GD's: the
 # quick loop checks GD's under the CLS query.
-@pytest.mark.parametrize(("program", "layout"), [
-    pytest.param(_gd_text, horizons.LAYOUTS["cls"], id="gd-cls"),
-    pytest.param(_flow_text, horizons.LAYOUTS["cls"], id="flow-cls", marks=pytest.mark.slow),
-    pytest.param(_gd_text, horizons.LAYOUTS["last+first_last"], id="gd-last+first_last",
-                 marks=pytest.mark.slow),
-    pytest.param(_flow_text, horizons.LAYOUTS["last+first_last"], id="flow-last+first_last",
-                 marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    ("program", "layout"),
+    some_quick([(program, horizons.LAYOUTS[layout]) for layout in ("cls", "last+first_last")
+                for program in (_gd_text, _flow_text)],
+               [(_gd_text, horizons.LAYOUTS["cls"])]),
+    ids=["gd-cls", "flow-cls", "gd-last+first_last", "flow-last+first_last"])
 def test_two_automata_of_one_size_lower_to_one_program(program, layout):
   first, second = _languages(TWO_STATES)
   assert not jnp.array_equal(lj.risk.automaton.automaton_arrays(first).letters,
