@@ -102,6 +102,8 @@ class Optimum:
       (equal to `risk` within NOISE at a finite point; the ray's last value at infinity).
     route (str): the risk route.
     layout (direct.Layout): the model's layout.
+    source (str): where the starts of a restart that found this came from, in words (the
+      atlas's `horizons.restarted`); "" for lj.optimum's own starts.
 
   Example:
     >>> found = lj.analysis.optimum.Optimum(
@@ -132,6 +134,7 @@ class Optimum:
   confirmed_risk: float
   route: str
   layout: direct.Layout
+  source: str = ""
 
   def __repr__(self) -> str:
     where = ("approached at infinity" if self.status == "infimum_at_infinity"
@@ -234,11 +237,14 @@ def _grid_sizes(lang, partition, layout, name: str) -> tuple[int, list]:
   return ladder[0], [size for size in ladder if size >= coverage.default_size(lang, windows)]
 
 
-def _starts(problem: _Problem, num_starts: int, seed: int, start_scale: float) -> np.ndarray:
-  """θ0's free values, then num_starts - 1 seeded draws θ0 + N(0, start_scale²)."""
+def _starts(problem: _Problem, num_starts: int, seed: int, start_scale: float,
+            given: Sequence[np.ndarray] = ()) -> np.ndarray:
+  """θ0's free values, num_starts - 1 seeded draws θ0 + N(0, start_scale²), then the given
+  starts' free values (flat grouped vectors)."""
   template = problem.base[problem.free]
   draws = jax.random.normal(jax.random.key(seed), (num_starts - 1, problem.free.size))
-  return np.asarray(jnp.concatenate([template[None], template + start_scale * draws]))
+  given = [jnp.asarray(start)[problem.free][None] for start in given]
+  return np.asarray(jnp.concatenate([template[None], template + start_scale * draws, *given]))
 
 
 def _lbfgs_run(problem: _Problem, iterations: int, chunks: int):
@@ -406,7 +412,8 @@ def optimum(lang: languages.Language, layout="cls", *,
             groups: Sequence[str] = GROUPS, num_starts: int = 16, seed: int = 0,
             start_scale: float = 1.0, iterations: int = 200, newton_steps: int = 30,
             route: str = "auto", loss="squared", gtol: float = 1e-10, eig_tol: float = 1e-8,
-            agree_tol: float = 1e-9, num_points: int | None = None) -> Optimum:
+            agree_tol: float = 1e-9, num_points: int | None = None,
+            starts: Sequence[dict] = ()) -> Optimum:
   """The minimum of the population risk R(θ), certified, or its infimum at infinity
   (docs/theory.md §3e; the routes of §3).
 
@@ -439,6 +446,10 @@ def optimum(lang: languages.Language, layout="cls", *,
     agree_tol: starts within agree_tol·max(1, R) of the best risk agree with it.
     num_points: None to start on the route's default grid and re-size it (risk/coverage.py),
       or a fixed number of quadrature nodes (a point the grid does not cover is NaN, §3a).
+    starts: further starts after θ0 and the draws, per-token parameters of the layout (the
+      groups not optimised are taken from θ0): e.g. the point a run reached, or the optimum
+      of a contained layout widened to this one (lj.models.direct.widen). The certificate
+      counts them among the starts.
 
   Returns:
     An Optimum: status, risk (± risk_error), θ*, ‖∇R‖, the smallest eigenvalue, the starts
@@ -447,8 +458,8 @@ def optimum(lang: languages.Language, layout="cls", *,
   Raises:
     ValueError: in one line naming the field: num_starts, iterations, newton_steps, seed or
       num_points below their minimum, start_scale, gtol, eig_tol or agree_tol not > 0, an
-      unknown layout, groups or route, theta0 of another layout, or a language that no exact
-      route supports.
+      unknown layout, groups or route, theta0 or a start of another layout or shape, or a
+      language that no exact route supports.
 
   Example:
     The output-only optimum at α = 0 is the quadratic problem of §4; at θ0 = 0 the route is
@@ -495,8 +506,19 @@ def optimum(lang: languages.Language, layout="cls", *,
   def build(num_points):
     return _Problem(lang, layout, partition, loss, name, grouped0, free_names, num_points)
 
+  given = []
+  for i, start in enumerate(starts):
+    try:
+      direct.check_params(start, lang.d)
+    except ValueError as error:
+      raise ValueError(f"starts[{i}]: {error}") from None
+    if direct.layout(start) != layout:
+      raise ValueError(f"starts[{i}] must have the layout {layout}; got "
+                       f"{direct.layout(start)}.")
+    given.append(ravel_pytree(direct.group_params(partition, jax.tree_util.tree_map(
+        jnp.asarray, start)))[0])
   problem = build(sizes[0])
-  x = _starts(problem, num_starts, seed, start_scale)
+  x = _starts(problem, num_starts, seed, start_scale, given)
 
   # L-BFGS, moving to the next grid size while a start ends within a window of the edge.
   chunks = min(8, iterations)
@@ -595,7 +617,7 @@ def optimum(lang: languages.Language, layout="cls", *,
       status=status, risk=risk, risk_error=risk_error,
       theta={key: np.asarray(value) for key, value in theta.items()},
       grad_norm=grad_norm, min_eigenvalue=min_eigenvalue, agreeing_starts=agreeing,
-      num_starts=num_starts, agree_tol=agree_tol,
+      num_starts=num_starts + len(given), agree_tol=agree_tol,
       direction=None if direction is None else {
           key: np.asarray(value) for key, value in direct.expand_params(
               partition, problem.unravel(jnp.zeros_like(problem.base).at[problem.free].set(

@@ -43,6 +43,7 @@ from lagjax.models.direct_params import (  # noqa: F401 (the direct model's name
     per_token_gradients,
     stack,
     unstack,
+    widen,
     zero_params,
 )
 from lagjax.models.softmax import masked_softmax

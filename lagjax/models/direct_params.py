@@ -76,8 +76,58 @@ class Layout(_LayoutFields):
     """The paper's model: CLS query, no position tables (f depends on counts only)."""
     return self.query == "cls" and self.positions == "none"
 
+  def contains(self, other: Layout) -> bool:
+    """Whether every f of the Layout `other` is an f of this one (docs/theory.md §2b): the
+    last query contains the CLS query (every row of α equal), the position tables contain
+    their absence (tables 0), the CLS token its absence (α_cls = −∞ is not a parameter, so
+    only a Layout with the CLS token contains one with it). `widen` carries θ across.
+
+    Example:
+      >>> last_tables = lj.models.direct_params.Layout(query="last", positions="first_last")
+      >>> last_tables.contains(lj.models.direct_params.Layout(positions="first_last"))
+      True
+      >>> lj.models.direct_params.Layout().contains(last_tables)
+      False
+    """
+    return (self.cls == other.cls and self.query in (other.query, "last")
+            and other.positions in ("none", self.positions))
+
 
 PLAIN = Layout()
+
+
+def widen(params: Params, to: Layout) -> Params:
+  """θ of a contained Layout as θ of `to` with the same f (docs/theory.md §2b): under the
+  last query every row of α (and α_cls) is the CLS query's α (α_cls); absent position tables
+  are 0.
+
+  Args:
+    params: a parameter dict of a Layout that `to` contains.
+    to: the Layout of the result.
+
+  Returns:
+    The parameter dict of Layout `to`.
+
+  Raises:
+    ValueError: when `to` does not contain the Layout of `params`.
+
+  Example:
+    >>> wide = lj.models.direct_params.widen(
+    ...     {"alpha": np.array([1.0, 2.0]), "beta": np.array([3.0, 4.0])},
+    ...     lj.models.direct_params.Layout(query="last", positions="first_last"))
+    >>> wide["alpha"].tolist(), wide["alpha_first"].tolist()
+    ([[1.0, 2.0], [1.0, 2.0]], [0.0, 0.0])
+  """
+  source = layout(params)
+  if not to.contains(source):
+    raise ValueError(f"to must contain the layout of params, {source}; got {to}.")
+  size = np.shape(params["beta"])[0]
+  wide = dict(zero_params(size, to), **params)
+  if to.query == "last" and source.query == "cls":
+    wide["alpha"] = jnp.broadcast_to(params["alpha"], (size, size))
+    if to.cls:
+      wide["alpha_cls"] = jnp.broadcast_to(params["alpha_cls"], (size,))
+  return wide
 
 
 def layout(params: Params) -> Layout:

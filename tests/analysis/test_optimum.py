@@ -54,6 +54,30 @@ def test_the_certificate_of_the_output_only_optimum(output_only):
   assert "minimum" in repr(found) and "3/3" in repr(found)
 
 
+def test_a_given_start_is_run_after_the_draws_and_can_be_the_optimum(output_only):
+  """A given start (here β* of the closed form) runs after θ0 and the draws and is counted
+  among the starts; from it the optimum is R* at once, where one L-BFGS iteration from θ0
+  alone is not."""
+  lang, _, hessian, gradient = output_only
+  theta0 = dict(lj.init_params(4), alpha=jnp.asarray(ALPHA))
+  start = dict(theta0, beta=jnp.asarray(np.linalg.solve(hessian, gradient)))
+  options = dict(theta0=theta0, groups=("output",), num_starts=1, iterations=1, newton_steps=0)
+  alone = lj.optimum(lang, **options)
+  given = lj.optimum(lang, starts=[start], **options)
+  r_star = 0.5 - 0.5 * gradient @ np.asarray(start["beta"])
+  assert alone.num_starts == 1 and given.num_starts == 2
+  assert given.risk == pytest.approx(r_star, rel=0, abs=1e-13)
+  assert alone.risk > r_star + 1e-6
+
+
+def test_the_given_starts_follow_theta0_and_the_draws():
+  problem = _first_under_the_last_query()
+  given = np.arange(problem.base.size, dtype=np.float64)
+  starts = optimum_lib._starts(problem, 3, seed=3, start_scale=2.5, given=[given])
+  np.testing.assert_array_equal(starts[:3], optimum_lib._starts(problem, 3, 3, 2.5))
+  np.testing.assert_array_equal(starts[3], given[problem.free])
+
+
 def _first_under_the_last_query():
   """lj.optimum's problem for `first` under the last query (the transfer route, no grid)."""
   lang, layout = lj.languages.from_spec("first"), optimum_lib.LAYOUTS["last"]
@@ -166,6 +190,8 @@ def test_parity_with_positions_has_its_infimum_at_infinity():
     ({"iterations": 0}, "iterations"),
     ({"agree_tol": 0.0}, "agree_tol"),
     ({"theta0": lj.init_params(2, query="last")}, "theta0"),
+    ({"starts": [lj.init_params(2, query="last")]}, "starts[0] must have the layout"),
+    ({"starts": [lj.init_params(2), lj.init_params(3)]}, "starts[1]: params['alpha']"),
 ])
 def test_bad_input_fails_in_one_line_naming_the_field(options, field):
   with pytest.raises(ValueError) as error:

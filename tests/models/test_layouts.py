@@ -116,6 +116,29 @@ def test_forward_tokens_follows_the_definition(layout):
   np.testing.assert_allclose(f, expected, rtol=0, atol=1e-14)
 
 
+def test_a_widened_theta_has_the_same_f_and_contains_is_the_definition():
+  """widen carries θ of a contained layout to a containing one with the same f on every
+  string (by the definition, per string); `contains` holds exactly for the same CLS token,
+  a query the bigger one can imitate (last ⊇ cls) and tables the bigger one has."""
+  rng = np.random.default_rng(1)
+  strings = [list(rng.integers(0, 3, size=n)) for n in range(1, 6) for _ in range(4)]
+  layouts = [direct.Layout(**layout) for layout in LAYOUTS]
+  for small in layouts:
+    params = random_params(rng, 3, **small._asdict())
+    for big in layouts:
+      expected = (small.cls == big.cls and (small.query == big.query or big.query == "last")
+                  and (small.positions == "none" or big.positions == small.positions))
+      assert big.contains(small) == expected, (big, small)
+      if not expected:
+        with pytest.raises(ValueError, match="^to must contain the layout of params"):
+          direct.widen(params, big)
+        continue
+      wide = direct.widen(params, big)
+      assert direct.layout(wide) == big
+      for string in strings:
+        assert abs(by_definition(wide, string) - by_definition(params, string)) <= 1e-15
+
+
 @jax.jit
 def padded_route(params, law, automaton):
   """((risk, grid covered), grad) of the transfer route at params, on an automaton as arrays,
