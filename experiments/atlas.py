@@ -6,10 +6,13 @@ under gradient flow to t = 10⁶ and under GD at bracketed step sizes, against c
   python -m experiments.atlas --config experiments/configs/atlas.py:quick --workdir /tmp/atlas
 
 One row per (language, layout, plan, dynamics) by lagjax.analysis.horizons.row, one (language,
-layout) at a time. Each finished (language, layout) is one chunk of the sweep's resumable
-store (workdir/chunks, lagjax/sweep/chunk_store.py); from the chunks the binary writes
-rows.csv, curves.csv, atlas.md, heatmap.png and curves.png (experiments/atlas_report.py), and
-census.md and census.png for census languages (experiments/configs/census.py). A run stopped
+layout) at a time, against R* restarted from the optima of the run's layouts that the layout
+contains (horizons.Optima: the last query contains the CLS query, tables contain none), and
+from a run's end where one ends below it (horizons.row). Each finished (language, layout)
+is one chunk of the sweep's resumable store (workdir/chunks, lagjax/sweep/chunk_store.py);
+from the chunks the binary writes rows.csv, curves.csv, atlas.md, heatmap.png and curves.png
+(experiments/atlas_report.py), and census.md and census.png for census languages
+(experiments/configs/census.py). A run stopped
 part-way resumes (config.resume) from the finished chunks, provided store.json records the
 same config. With --num_processes=P and --process_id=p (experiments/distributed.py's flags),
 process p of P computes the pairs i ≡ p (mod P) not yet finished, and process 0 writes the
@@ -85,10 +88,12 @@ def main(argv):
   per_pair = len(config.plans) * len(config.dynamics)
   total = per_pair * len(mine)
   progress(0, total)
+  prior = horizons_lib.Optima(settings, tuple(config.layouts))
   for pairs_done, i in enumerate(mine):
     entry, layout = pairs[i]
     base = per_pair * pairs_done
     found = horizons_lib.row(entry.lang, layout, horizons=settings,
+                             found=prior(entry.spec, entry.lang, layout),
                              plan_names=tuple(config.plans), dynamics=tuple(config.dynamics),
                              progress=lambda done, _, base=base: progress(base + done, total))
     store.add(i, entry.name, found, entry.star_free)

@@ -371,15 +371,131 @@ class Row:
   seconds: float
 
 
+def restarted(lang, layout: str, found, starts: Sequence[dict], horizons: Horizons,
+              source: str):
+  """`found`, or lj.optimum restarted from `starts` where that reaches a lower R* (§10).
+
+  R* bounds every run's final risk from below and the infimum of a contained layout from
+  above (docs/theory.md §10), so a lower value found from such a point replaces R*. The
+  restart is lj.optimum with one start of its own (θ0) and `starts`, at the horizons'
+  iterations; it replaces `found` when its R* is lower by more than roundoff (NOISE).
+
+  Args:
+    lang: the language; layout: a key of LAYOUTS.
+    found: the Optimum so far (its `source` attribute says where it came from, if set).
+    starts: per-token parameters of the layout (empty: `found` is returned).
+    horizons: the Horizons (optimum_iterations).
+    source: where the starts came from, in words, for the optimum cell.
+
+  Returns:
+    The lower of the two Optima; a restart's carries `source`.
+
+  Example:
+    >>> from lagjax.analysis import horizons
+    >>> h = horizons.Horizons(optimum_starts=2, optimum_iterations=20)
+    >>> lang = lj.languages.from_spec("first")
+    >>> found = horizons.optimum(lang, "cls", h)
+    >>> horizons.restarted(lang, "cls", found, [], h, "no starts") is found
+    True
+  """
+  if not starts:
+    return found
+  again = optimum_lib.optimum(lang, layout, num_starts=1, iterations=horizons.optimum_iterations,
+                              starts=list(starts))
+  noise = optimum_lib.NOISE * max(1.0, abs(float(found.risk)))
+  if not float(again.risk) < float(found.risk) - noise:
+    return found
+  return dataclasses.replace(again, source=source)
+
+
+def optimum(lang, layout: str, horizons: Horizons, contained: Sequence = ()):
+  """R* of (lang, layout) before any run (docs/theory.md §10): lj.optimum at the horizons'
+  starts and iterations, restarted from the optima of the contained layouts widened to this
+  one (`restarted`; lj.models.direct.widen).
+
+  Args:
+    lang: the language; layout: a key of LAYOUTS; horizons: the Horizons.
+    contained: Optima of layouts that `layout` contains (their θ* are widened).
+
+  Returns:
+    The Optimum.
+
+  Raises:
+    ValueError: when `contained` holds the optimum of a layout that `layout` does not contain.
+
+  Example:
+    >>> from lagjax.analysis import horizons
+    >>> h = horizons.Horizons(optimum_starts=2, optimum_iterations=20)
+    >>> found = horizons.optimum(lj.languages.from_spec("first"), "cls", h)
+    >>> found.status, found.source
+    ('minimum', '')
+  """
+  parts = LAYOUTS[layout]
+  for sub in contained:
+    if sub.layout == parts or not parts.contains(sub.layout):
+      raise ValueError(f"contained must hold optima of layouts that {layout} contains; got "
+                       f"one of {sub.layout}.")
+  found = optimum_lib.optimum(lang, layout, num_starts=horizons.optimum_starts,
+                              iterations=horizons.optimum_iterations)
+  starts = [direct.widen(sub.theta, parts) for sub in contained]
+  names = ", ".join(_layout_name(sub.layout) for sub in contained)
+  return restarted(lang, layout, found, starts, horizons, f"restarted from the {names} optima")
+
+
+class Optima:
+  """R* of each (language, layout) of a run before its rows (`optimum`), restarted from the
+  optima of the run's layouts that the layout contains, each computed once (docs/theory.md
+  §10).
+
+  Each value is a deterministic function of the language, the layout, the run's layouts and
+  the horizons, so it does not depend on which process asks or in what order: P processes
+  of the atlas write the rows of one (a process whose share lacks a contained pair computes
+  that optimum too).
+
+  Args:
+    horizons: the Horizons.
+    layouts: the run's layouts (keys of LAYOUTS).
+
+  Example:
+    >>> from lagjax.analysis import horizons
+    >>> optima = horizons.Optima(horizons.Horizons(optimum_starts=2, optimum_iterations=20),
+    ...                          ("cls", "last"))
+    >>> lang = lj.languages.from_spec("first")
+    >>> float(optima("first", lang, "last").risk) <= float(optima("first", lang, "cls").risk)
+    True
+    >>> sorted(optima.found)      # the CLS optimum was computed once, for the last query
+    [('first', 'cls'), ('first', 'last')]
+  """
+
+  def __init__(self, horizons: Horizons, layouts: Sequence[str]):
+    for layout in layouts:
+      validation.check_choice("layout", layout, tuple(LAYOUTS))
+    self.horizons, self.layouts, self.found = horizons, tuple(layouts), {}
+
+  def __call__(self, key: str, lang, layout: str):
+    """R* of `lang` (named `key`) under `layout` (`optimum`), restarted from the run's
+    contained layouts."""
+    if (key, layout) not in self.found:
+      parts = LAYOUTS[layout]
+      contained = [self(key, lang, other) for other in self.layouts
+                   if other != layout and parts.contains(LAYOUTS[other])]
+      self.found[key, layout] = optimum(lang, layout, self.horizons, contained)
+    return self.found[key, layout]
+
+
+def _layout_name(parts) -> str:
+  return next(name for name, value in LAYOUTS.items() if value == parts)
+
+
 def optimum_cells(found) -> dict:
   """The optimum's cells: R*, its status in words, the certificate (§3e).
 
   Args:
-    found: an Optimum.
+    found: an Optimum (with a `source` attribute where a restart found it: `restarted`).
 
   Returns:
-    A dict: r_star, r_star_error, optimum ("minimum", "infimum at infinity", …),
-    grad_norm, min_eigenvalue, agreeing_starts ("k/n").
+    A dict: r_star, r_star_error, optimum ("minimum", "infimum at infinity", …, with where
+    a restart started in parentheses), grad_norm, min_eigenvalue, agreeing_starts ("k/n").
 
   Example:
     >>> from lagjax.analysis import horizons
@@ -389,7 +505,9 @@ def optimum_cells(found) -> dict:
     ('minimum', '2/2')
   """
   return {"r_star": float(found.risk), "r_star_error": float(found.risk_error),
-          "optimum": found.status.replace("_", " "), "grad_norm": float(found.grad_norm),
+          "optimum": found.status.replace("_", " ") + (f" ({found.source})" if found.source
+                                                         else ""),
+          "grad_norm": float(found.grad_norm),
           "min_eigenvalue": float(found.min_eigenvalue),
           "agreeing_starts": f"{found.agreeing_starts}/{found.num_starts}"}
 
@@ -405,8 +523,9 @@ def _flow_options(horizons: Horizons) -> dict:
 
 
 def _flow_cells(lang, theta0, name: str, r_star: float, horizons: Horizons,
-               risk: Callable, checked: dict | None = None) -> tuple[dict, tuple]:
-  """The flow columns of plan `name` (docs/theory.md §10; module docstring), and its curve.
+               risk: Callable, checked: dict | None = None) -> tuple[dict, tuple, dict]:
+  """The flow columns of plan `name` (docs/theory.md §10; module docstring), its curve and
+  its final θ.
 
   Args:
     lang: the language.
@@ -418,7 +537,7 @@ def _flow_cells(lang, theta0, name: str, r_star: float, horizons: Horizons,
     checked: saddle checks already made in this row, by plateau point (filled in).
 
   Returns:
-    (cells, (times, risks)).
+    (cells, (times, risks), θ(t1)).
   """
   h = horizons
   checked = {} if checked is None else checked
@@ -468,7 +587,7 @@ def _flow_cells(lang, theta0, name: str, r_star: float, horizons: Horizons,
   else:
     cells.update(_lag_cells(np.nan, np.nan, np.nan, h.not_learned_flow))
   cells["regime"] = "flow (no regime)"
-  return cells, (times, risks)
+  return cells, (times, risks), run.params
 
 
 def _gd_run(lang, theta0, name: str, etas, horizons: Horizons):
@@ -559,14 +678,15 @@ def select(evaluate: Callable, grids: Sequence[Sequence[float]], cap) -> tuple[t
   return tuple(chosen), values, "; ".join(parts) or "interior"
 
 
-def _gd_cells(lang, theta0, name: str, r_star: float, horizons: Horizons) -> tuple[dict, tuple]:
+def _gd_cells(lang, theta0, name: str, r_star: float,
+              horizons: Horizons) -> tuple[dict, tuple, dict | None]:
   """The GD columns of plan `name` at its selected step sizes (docs/theory.md §10).
 
   Args:
     lang, theta0, name, r_star, horizons: as in `_flow_cells`.
 
   Returns:
-    (cells, (steps, risks)).
+    (cells, (steps, risks), the final θ or None for a diverged run).
   """
   h = horizons
   grids = [h.gd_grid if axis == "out" else h.gd_attention_grid for axis in GD_AXES[name]]
@@ -596,12 +716,12 @@ def _gd_cells(lang, theta0, name: str, r_star: float, horizons: Horizons) -> tup
   cells.update(_lag_cells(float(lag.tau_eps), float(lag.half_time_alpha),
                           float(lag.half_time_beta), h.not_learned_gd))
   cells["regime"] = run_label.label_code(run.risk, diverged=run.diverged).label
-  return cells, (steps, risks)
+  return cells, (steps, risks), None if bool(run.diverged) else run.params
 
 
 def row(lang: languages.Language, layout: str, *, horizons: Horizons = Horizons(),
         plan_names: Sequence[str] = PLAN_NAMES, dynamics: Sequence[str] = DYNAMICS,
-        found=None, progress: Callable | None = None) -> Row:
+        found=None, contained: Sequence = (), progress: Callable | None = None) -> Row:
   """The atlas row of one language and layout at any horizon (docs/theory.md §10).
 
   Args:
@@ -610,8 +730,14 @@ def row(lang: languages.Language, layout: str, *, horizons: Horizons = Horizons(
     horizons: what to compute (Horizons).
     plan_names: the plans (default every plan of the registry).
     dynamics: "flow" and/or "gd".
-    found: lj.optimum's result for (lang, layout), if already known; None computes it.
-    progress: called as progress(done, total) after each (plan, dynamics).
+    found: R* for (lang, layout) if already known (`optimum`); None computes it.
+    contained: with found None, the optima of layouts that `layout` contains (`optimum`).
+    progress: called as progress(done, total) after each (plan, dynamics); a row computed
+      again (below) counts again from 0.
+
+  R* is the lowest value known (docs/theory.md §10): where a run of the row ends below R* by
+  more than R*'s error, lj.optimum restarts from that run's final θ (`restarted`) and the row
+  is computed again against the lower R*, once.
 
   Returns:
     A Row: the optimum and one dict of cells per (plan, dynamics), with keys language,
@@ -647,24 +773,33 @@ def row(lang: languages.Language, layout: str, *, horizons: Horizons = Horizons(
   parts = LAYOUTS[layout]
   theta0 = direct.init_params(lang.d, **parts._asdict())
   if found is None:
-    found = optimum_lib.optimum(lang, layout, num_starts=h.optimum_starts,
-                                iterations=h.optimum_iterations)
-  r_star = float(found.risk)
+    found = optimum(lang, layout, h, contained)
   risk = risk_fn(lang, **parts._asdict()).risk
-  base = {"language": lang.describe(), "layout": layout, **optimum_cells(found)}
-  records, curves, checked = [], {}, {}
-  total, done = len(plan_names) * len(dynamics), 0
-  for name in plan_names:
-    for kind in dynamics:
-      if kind == "flow":
-        cells, curve = _flow_cells(lang, theta0, name, r_star, h, risk, checked)
-      else:
-        cells, curve = _gd_cells(lang, theta0, name, r_star, h)
-      records.append({**base, "plan": name, "dynamics": kind, **cells})
-      curves[name, kind] = curve
-      done += 1
-      if progress is not None:
-        progress(done, total)
+  for attempt in range(2):
+    r_star = float(found.risk)
+    base = {"language": lang.describe(), "layout": layout, **optimum_cells(found)}
+    records, curves, checked, ends = [], {}, {}, []
+    total, done = len(plan_names) * len(dynamics), 0
+    for name in plan_names:
+      for kind in dynamics:
+        cells_of = _flow_cells if kind == "flow" else _gd_cells
+        extra = (risk, checked) if kind == "flow" else ()
+        cells, curve, end = cells_of(lang, theta0, name, r_star, h, *extra)
+        records.append({**base, "plan": name, "dynamics": kind, **cells})
+        curves[name, kind] = curve
+        if end is not None:
+          ends.append((cells["final_risk"], f"the {name} {kind} run's end", end))
+        done += 1
+        if progress is not None:
+          progress(done, total)
+    lowest = min(ends, key=lambda end: end[0], default=None)
+    slack = max(float(found.risk_error), optimum_lib.NOISE * max(1.0, abs(r_star)))
+    if attempt or lowest is None or not lowest[0] < r_star - slack:
+      break
+    lower = restarted(lang, layout, found, [lowest[2]], h, f"restarted from {lowest[1]}")
+    if lower is found:
+      break
+    found = lower
   return Row(lang.describe(), layout, found, records, curves, time.perf_counter() - started)
 
 
@@ -675,5 +810,5 @@ COLUMNS = ("language", "layout", "plan", "dynamics", "r_star", "r_star_error", "
            "half_time_ratio", "tail", "tail_exponent", "regime")
 
 __all__ = ["COLUMNS", "DYNAMICS", "GD_AXES", "Horizons", "LAYOUTS", "NUM_PHASES",
-           "PLAN_NAMES", "Row", "flow_plan", "gd_plan", "optimum_cells", "padded_flow_plan",
-           "padded_gd_plan", "plateau", "row", "select"]
+           "Optima", "PLAN_NAMES", "Row", "flow_plan", "gd_plan", "optimum", "optimum_cells",
+           "padded_flow_plan", "padded_gd_plan", "plateau", "restarted", "row", "select"]

@@ -3,8 +3,10 @@ is what a direct lj.flow / lj.train call on that language and layout gives, a ce
 number says why, and the plans, the plateau rule and the step-size bracketing do what their
 docstrings say."""
 
+import dataclasses
 import math
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -187,3 +189,89 @@ def test_a_cell_that_is_not_reached_says_why(tomita1_row):
     for column, value in record.items():
       if isinstance(value, float) and column not in ("plateau_lambda", "min_eigenvalue"):
         assert not (math.isnan(value) or value == -1.0), (record["plan"], column, value)
+
+
+@pytest.mark.slow  # a flow program and two optimum programs compiled
+def test_a_run_below_r_star_restarts_the_optimum_from_its_end():
+  """R* bounds every run from below: given an R* 0.05 too high, the joint flow ends below it,
+  lj.optimum restarts from the flow's final θ, and the row is computed again against the
+  lower R*, which the optimum cell says came from that run."""
+  lang = lj.languages.from_spec("tomita:1")
+  h = short(optimum_starts=4)
+  true = lj.optimum(lang, "cls", num_starts=h.optimum_starts, iterations=h.optimum_iterations)
+  high = dataclasses.replace(true, risk=float(true.risk) + 0.05, risk_error=1e-13)
+  row = horizons.row(lang, "cls", horizons=h, plan_names=("joint",), dynamics=("flow",),
+                     found=high)
+  [cells] = row.records
+  assert cells["r_star"] < float(high.risk) - 0.04
+  assert cells["r_star"] <= cells["final_risk"] + 1e-13     # no run below R* any more
+  assert cells["r_star"] == pytest.approx(float(true.risk), abs=1e-9)
+  assert cells["optimum"].endswith("(restarted from the joint flow run's end)")
+  assert cells["excess"] == cells["final_risk"] - cells["r_star"]
+  assert row.optimum.source == "restarted from the joint flow run's end"
+
+
+def _optimum(risk, theta, layout):
+  """An Optimum of the given risk and θ (the certificate's other fields are placeholders)."""
+  return lj.analysis.optimum.Optimum(
+      status="minimum", risk=risk, risk_error=1e-13, theta=theta, grad_norm=0.0,
+      min_eigenvalue=0.1, agreeing_starts=1, num_starts=1, agree_tol=1e-9, direction=None,
+      ray_risks=(), score_spread=0.0, grid_covered=True, grid_points=0, confirmed_risk=risk,
+      route="transfer", layout=layout)
+
+
+def test_the_optimum_restarts_from_the_contained_layouts_and_refuses_others(monkeypatch):
+  """R* under the last query + tables is at most R* of each layout it contains: their θ*,
+  widened, are the starts of a restart, whose R* replaces lj.optimum's where it is lower
+  (lj.optimum stubbed: its own runs are tested in test_optimum.py); a layout that is not
+  contained is refused."""
+  lang = lj.languages.from_spec("first")
+  layouts = horizons.LAYOUTS
+  subs = [_optimum(0.2, lj.init_params(2, **layouts[name]._asdict()), layouts[name])
+          for name in ("cls", "cls+first_last", "last")]
+  subs[0].theta["alpha"] = jnp.asarray([1.0, -1.0])
+  calls = []
+
+  def stub(lang, layout, *, num_starts, iterations, starts=()):
+    calls.append((layout, num_starts, list(starts)))
+    return _optimum(0.3 if not starts else 0.25, {}, layouts[layout])
+
+  monkeypatch.setattr(horizons.optimum_lib, "optimum", stub)
+  h = short()
+  found = horizons.optimum(lang, "last+first_last", h, contained=subs)
+  own, restart = calls
+  assert own[:2] == ("last+first_last", h.optimum_starts) and own[2] == []
+  assert restart[:2] == ("last+first_last", 1) and len(restart[2]) == 3
+  widened = restart[2][0]
+  np.testing.assert_array_equal(widened["alpha"], [[1.0, -1.0], [1.0, -1.0]])
+  assert lj.models.direct.layout(widened) == layouts["last+first_last"]
+  assert found.risk == 0.25
+  assert found.source == "restarted from the cls, cls+first_last, last optima"
+  assert horizons.optimum_cells(found)["optimum"] == (
+      "minimum (restarted from the cls, cls+first_last, last optima)")
+  assert horizons.optimum(lang, "cls", h).source == ""        # nothing contained: no restart
+  with pytest.raises(ValueError, match="^contained must hold optima of layouts that cls"):
+    horizons.optimum(lang, "cls", h, contained=[found])
+
+
+def test_a_run_computes_each_optimum_once_restarted_from_its_contained_layouts(monkeypatch):
+  """horizons.Optima over the four layouts: each (language, layout) optimum is computed once,
+  whatever the order asked, and each is given exactly the optima of the run's layouts it
+  contains (horizons.optimum stubbed)."""
+  calls = []
+
+  def stub(lang, layout, horizons_, contained=()):
+    calls.append((layout, [horizons._layout_name(sub.layout) for sub in contained]))
+    return _optimum(0.1, {}, horizons.LAYOUTS[layout])
+
+  monkeypatch.setattr(horizons, "optimum", stub)
+  optima = horizons.Optima(short(), tuple(horizons.LAYOUTS))
+  lang = lj.languages.from_spec("first")
+  for layout in ("last+first_last", "cls", "last", "cls+first_last", "last+first_last"):
+    optima("first", lang, layout)
+  assert sorted(calls) == [("cls", []), ("cls+first_last", ["cls"]), ("last", ["cls"]),
+                           ("last+first_last", ["cls", "cls+first_last", "last"])]
+  optima.found.clear()
+  calls.clear()
+  horizons.Optima(short(), ("last+first_last",))("first", lang, "last+first_last")
+  assert calls == [("last+first_last", [])]       # only the run's layouts are contained
