@@ -787,7 +787,7 @@ def row(lang: languages.Language, layout: str, *, horizons: Horizons = Horizons(
         cells, curve, end = cells_of(lang, theta0, name, r_star, h, *extra)
         records.append({**base, "plan": name, "dynamics": kind, **cells})
         curves[name, kind] = curve
-        if end is not None:
+        if end is not None and np.isfinite(cells["final_risk"]):  # a failed flow ends NaN
           ends.append((cells["final_risk"], f"the {name} {kind} run's end", end))
         done += 1
         if progress is not None:
