@@ -391,11 +391,17 @@ def restarted(lang, layout: str, found, starts: Sequence[dict], horizons: Horizo
     The lower of the two Optima; a restart's carries `source`.
 
   Example:
+    Without starts there is nothing to restart (horizons.Optima's example restarts):
+
     >>> from lagjax.analysis import horizons
-    >>> h = horizons.Horizons(optimum_starts=2, optimum_iterations=20)
+    >>> found = lj.analysis.optimum.Optimum(
+    ...     status="minimum", risk=0.25, risk_error=1e-13, theta={}, grad_norm=1e-15,
+    ...     min_eigenvalue=0.1, agreeing_starts=3, num_starts=4, agree_tol=1e-9,
+    ...     direction=None, ray_risks=(), score_spread=0.0, grid_covered=True,
+    ...     grid_points=0, confirmed_risk=0.25, route="transfer",
+    ...     layout=lj.models.direct.Layout())
     >>> lang = lj.languages.from_spec("first")
-    >>> found = horizons.optimum(lang, "cls", h)
-    >>> horizons.restarted(lang, "cls", found, [], h, "no starts") is found
+    >>> horizons.restarted(lang, "cls", found, [], horizons.Horizons(), "no starts") is found
     True
   """
   if not starts:
@@ -424,11 +430,20 @@ def optimum(lang, layout: str, horizons: Horizons, contained: Sequence = ()):
     ValueError: when `contained` holds the optimum of a layout that `layout` does not contain.
 
   Example:
+    The CLS query does not contain the last query (horizons.Optima's example computes):
+
     >>> from lagjax.analysis import horizons
-    >>> h = horizons.Horizons(optimum_starts=2, optimum_iterations=20)
-    >>> found = horizons.optimum(lj.languages.from_spec("first"), "cls", h)
-    >>> found.status, found.source
-    ('minimum', '')
+    >>> last = lj.analysis.optimum.Optimum(
+    ...     status="minimum", risk=0.25, risk_error=1e-13, theta={}, grad_norm=1e-15,
+    ...     min_eigenvalue=0.1, agreeing_starts=3, num_starts=4, agree_tol=1e-9,
+    ...     direction=None, ray_risks=(), score_spread=0.0, grid_covered=True,
+    ...     grid_points=0, confirmed_risk=0.25, route="transfer",
+    ...     layout=horizons.LAYOUTS["last"])
+    >>> horizons.optimum(lj.languages.from_spec("first"), "cls", horizons.Horizons(),
+    ...                  contained=[last])
+    Traceback (most recent call last):
+    ...
+    ValueError: contained must hold optima of layouts that cls contains; got one of ...
   """
   parts = LAYOUTS[layout]
   for sub in contained:
