@@ -54,7 +54,7 @@ def counts(rows: dict, layout: str) -> dict:
           f"{sum(not classes[r['spec']] for r in joint_flow)}/{len(classes) - star_free}"),
       "attention lags in learning joint flows (median ratio)": (
           f"{sum(ratio > 1 for ratio in ratios)}/{len(joint_flow)} "
-          f"({statistics.median(ratios):.2g})"),
+          f"({statistics.median(ratios):.3g})"),
   }
 
 
