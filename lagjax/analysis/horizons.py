@@ -736,7 +736,7 @@ def _gd_cells(lang, theta0, name: str, r_star: float,
 
 def row(lang: languages.Language, layout: str, *, horizons: Horizons = Horizons(),
         plan_names: Sequence[str] = PLAN_NAMES, dynamics: Sequence[str] = DYNAMICS,
-        found=None, contained: Sequence = (), progress: Callable | None = None) -> Row:
+        found=None, progress: Callable | None = None) -> Row:
   """The atlas row of one language and layout at any horizon (docs/theory.md §10).
 
   Args:
@@ -745,8 +745,8 @@ def row(lang: languages.Language, layout: str, *, horizons: Horizons = Horizons(
     horizons: what to compute (Horizons).
     plan_names: the plans (default every plan of the registry).
     dynamics: "flow" and/or "gd".
-    found: R* for (lang, layout) if already known (`optimum`); None computes it.
-    contained: with found None, the optima of layouts that `layout` contains (`optimum`).
+    found: R* for (lang, layout) if already known (`optimum`, `Optima`: restarted from
+      contained layouts); None computes it (`optimum`, no contained layouts).
     progress: called as progress(done, total) after each (plan, dynamics); a row computed
       again (below) counts again from 0.
 
@@ -788,7 +788,7 @@ def row(lang: languages.Language, layout: str, *, horizons: Horizons = Horizons(
   parts = LAYOUTS[layout]
   theta0 = direct.init_params(lang.d, **parts._asdict())
   if found is None:
-    found = optimum(lang, layout, h, contained)
+    found = optimum(lang, layout, h)
   risk = risk_fn(lang, **parts._asdict()).risk
   for attempt in range(2):
     r_star = float(found.risk)

@@ -237,6 +237,18 @@ def _grid_sizes(lang, partition, layout, name: str) -> tuple[int, list]:
   return ladder[0], [size for size in ladder if size >= coverage.default_size(lang, windows)]
 
 
+def _grouped(field: str, params, d: int, layout: direct.Layout, partition) -> dict:
+  """`params` (per-token, of `layout`) checked and grouped by `partition`; a bad point is
+  refused in one line naming `field`."""
+  try:
+    direct.check_params(params, d)
+  except ValueError as error:
+    raise ValueError(f"{field}: {error}") from None
+  if direct.layout(params) != layout:
+    raise ValueError(f"{field} must have the layout {layout}; got {direct.layout(params)}.")
+  return direct.group_params(partition, jax.tree_util.tree_map(jnp.asarray, params))
+
+
 def _starts(problem: _Problem, num_starts: int, seed: int, start_scale: float,
             given: Sequence[np.ndarray] = ()) -> np.ndarray:
   """θ0's free values, num_starts - 1 seeded draws θ0 + N(0, start_scale²), then the given
@@ -493,10 +505,9 @@ def optimum(lang: languages.Language, layout="cls", *,
   partition = partition or partition_lib.singletons(lang.d)
   if theta0 is None:
     theta0 = direct.zero_params(lang.d, layout)
-  direct.check_params(theta0, lang.d)
-  if direct.layout(theta0) != layout:
-    raise ValueError(f"theta0 must have the layout {layout}; got {direct.layout(theta0)}.")
-  grouped0 = direct.group_params(partition, jax.tree_util.tree_map(jnp.asarray, theta0))
+  grouped0 = _grouped("theta0", theta0, lang.d, layout, partition)
+  given = [ravel_pytree(_grouped(f"starts[{i}]", start, lang.d, layout, partition))[0]
+           for i, start in enumerate(starts)]
   free_names = [key for key in grouped0 if direct.PARAM_GROUPS[key] in groups]
 
   width, sizes = _grid_sizes(lang, partition, layout, name)
@@ -506,17 +517,6 @@ def optimum(lang: languages.Language, layout="cls", *,
   def build(num_points):
     return _Problem(lang, layout, partition, loss, name, grouped0, free_names, num_points)
 
-  given = []
-  for i, start in enumerate(starts):
-    try:
-      direct.check_params(start, lang.d)
-    except ValueError as error:
-      raise ValueError(f"starts[{i}]: {error}") from None
-    if direct.layout(start) != layout:
-      raise ValueError(f"starts[{i}] must have the layout {layout}; got "
-                       f"{direct.layout(start)}.")
-    given.append(ravel_pytree(direct.group_params(partition, jax.tree_util.tree_map(
-        jnp.asarray, start)))[0])
   problem = build(sizes[0])
   x = _starts(problem, num_starts, seed, start_scale, given)
 
