@@ -8,9 +8,9 @@ float64 operations (roundoff may differ in the last bits where an order of summa
 no test compares numbers across settings. XLA aborts the process on a flag it does not know,
 so a child process checks the flags first (a newer jaxlib may drop one); without them the
 suite runs as before, only slower. Where a program runs longer than it compiles, the test
-opts out: GD → flow compiles its programs at LLVM level 2 (jax.jit's compiler_options), and
-the site build runs without these flags. The processes the tests start share one persistent
-compilation cache (below).
+opts out: GD → flow and the gradient-flow tutorial compile their flows at LLVM level 2
+(lj.flow's optimization_level); the site build's kernels inherit the flags like every other
+process the tests start. Those processes share one persistent compilation cache (below).
 """
 
 import os  # noqa: I001  (experiments before jax, below)

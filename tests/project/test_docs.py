@@ -21,8 +21,6 @@ import urllib.parse
 
 import pytest
 
-from lagjax import xla_flags
-
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # the site build, a Sphinx subprocess
 
@@ -37,15 +35,13 @@ def site(tmp_path_factory):
   """Builds the site once for this module; returns the output folder."""
   pytest.importorskip("myst_nb", reason="the docs extra: pip install -e '.[docs]'")
   out = tmp_path_factory.mktemp("site")
-  # Built as the README's command builds it, without the suite's cheaper compile settings
-  # (tests/conftest.py): the tutorials' kernels spend longer running their programs than
-  # compiling them (362 -> 302 s, docs/decisions/test-suite-speed.md).
-  flags = [flag for flag in os.environ.get("XLA_FLAGS", "").split()
-           if flag not in xla_flags.FAST_COMPILE]
+  # The README's command, with the suite's cheaper compile settings (tests/conftest.py) in
+  # the kernels' XLA_FLAGS: every tutorial but the gradient flow's compiles more than it runs,
+  # and that one compiles its long flows at level 2 itself (optimization_level=2): the seven
+  # tutorials' code 170 -> 136 s (docs/decisions/test-suite-speed.md).
   build = subprocess.run(
       [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "docs", str(out)],
-      cwd=ROOT, capture_output=True, text=True, timeout=900,
-      env=dict(os.environ, XLA_FLAGS=" ".join(flags)))
+      cwd=ROOT, capture_output=True, text=True, timeout=900)
   assert build.returncode == 0, build.stderr[-6000:]
   return out
 
