@@ -108,6 +108,7 @@ def test_atlas_resizes_its_grid_and_equals_lj_train(monkeypatch):
 import json  # noqa: E402 (the second edition's tests below)
 import os  # noqa: E402
 import pathlib  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
@@ -247,49 +248,59 @@ def test_process_0_waits_until_every_pair_is_in_the_store(tmp_path):
   assert store.has(1) and store.rows == other.rows
 
 
-@pytest.mark.slow  # the binary on one language, one plan, twice (about two minutes)
-def test_the_binary_writes_every_output_and_a_second_run_resumes(tmp_path):
-  """experiments.atlas :quick on Tomita 1 and joint alone: rows.csv holds the flow and GD rows,
-  atlas.md, heatmap.png, curves.png and metadata.json are written; run again into the same
-  workdir, it reads the pair back and computes nothing (the same rows, byte for byte)."""
-  workdir = tmp_path / "atlas"
-  args = [sys.executable, "-m", "experiments.atlas",
-          "--config=experiments/configs/atlas.py:quick", f"--workdir={workdir}",
-          "--config.languages=('tomita:1',)", "--config.plans=('joint',)"]
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  first = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
-  assert first.returncode == 0, first.stderr[-2000:]
-  for name in ("rows.csv", "curves.csv", "atlas.md", "heatmap.png", "curves.png",
-               "metadata.json"):
-    assert (workdir / name).exists(), name
-  rows = (workdir / "rows.csv").read_text()
-  assert rows.count("\ntomita:1,tomita_1,") == 2    # spec, then the row's name
-  metadata = json.loads((workdir / "metadata.json").read_text())
-  assert metadata["pairs_finished"] == metadata["pairs"] == 1
-  second = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
+CENSUS_ARGS = [sys.executable, "-m", "experiments.atlas",
+               "--config=experiments/configs/census.py:quick",
+               "--config.languages=('dfa:01.10:1','dfa:01.01:1')",
+               "--config.plans=('joint','three_phase')"]
+BINARY_ENV = dict(os.environ, JAX_PLATFORMS="cpu")
+
+
+@pytest.fixture(scope="module")
+def one_process_census(tmp_path_factory):
+  """The work folder of one run of the binary, in one process, on two census languages (parity
+  and "ends in 1") and two plans: the output and resume test reads it, and the two-process
+  test compares with it (one run of the binary fewer than a run per test)."""
+  workdir = tmp_path_factory.mktemp("census") / "one"
+  single = subprocess.run(CENSUS_ARGS + [f"--workdir={workdir}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=900, env=BINARY_ENV)
+  assert single.returncode == 0, single.stderr[-2000:]
+  return workdir
+
+
+@pytest.mark.slow  # the binary on two languages and two plans, then again on its outputs
+def test_the_binary_writes_every_output_and_a_second_run_resumes(one_process_census, tmp_path):
+  """rows.csv holds each language's flow and GD rows; atlas.md, census.md, the figures and
+  metadata.json are written; run again into a copy of the workdir, it reads every pair back
+  and computes nothing (the same rows, byte for byte)."""
+  for name in ("rows.csv", "curves.csv", "atlas.md", "census.md", "heatmap.png", "curves.png",
+               "census.png", "metadata.json"):
+    assert (one_process_census / name).exists(), name
+  rows = (one_process_census / "rows.csv").read_text()
+  for spec in ("dfa:01.10:1", "dfa:01.01:1"):
+    assert rows.count(f"\n{spec},") == 4       # two plans × flow and GD
+  metadata = json.loads((one_process_census / "metadata.json").read_text())
+  assert metadata["pairs_finished"] == metadata["pairs"] == 2
+  workdir = tmp_path / "again"
+  shutil.copytree(one_process_census, workdir)
+  second = subprocess.run(CENSUS_ARGS + [f"--workdir={workdir}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=900, env=BINARY_ENV)
   assert second.returncode == 0, second.stderr[-2000:]
   assert (workdir / "rows.csv").read_text() == rows
+  # A recomputed pair would record its own wall time.
+  again = json.loads((workdir / "metadata.json").read_text())
+  assert again["pair_seconds"] == metadata["pair_seconds"]
 
 
-@pytest.mark.slow  # three runs of the binary on two census languages (about two minutes)
-def test_a_two_process_census_writes_the_files_of_one_process(tmp_path):
-  """experiments.atlas on two census languages (parity and "ends in 1") as one process and as
-  two processes that meet only in the store (process 1 started first, so it waits for process
-  0's stamp): rows.csv and curves.csv are the same bytes, census.md holds the census's three
-  tables, and metadata.json records the process count and every pair."""
-  args = [sys.executable, "-m", "experiments.atlas",
-          "--config=experiments/configs/census.py:quick",
-          "--config.languages=('dfa:01.10:1','dfa:01.01:1')",
-          "--config.plans=('joint','three_phase')"]
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  one = tmp_path / "one"
-  single = subprocess.run(args + [f"--workdir={one}"], cwd=REPO, capture_output=True,
-                          text=True, timeout=900, env=env)
-  assert single.returncode == 0, single.stderr[-2000:]
+@pytest.mark.slow  # two processes of the binary on the census languages above
+def test_a_two_process_census_writes_the_files_of_one_process(one_process_census, tmp_path):
+  """experiments.atlas on two census languages as two processes that meet only in the store
+  (process 1 started first, so it waits for process 0's stamp): rows.csv and curves.csv are
+  the bytes of the one-process run, census.md holds the census's three tables, and
+  metadata.json records the process count and every pair."""
   two = tmp_path / "two"
-  started = [subprocess.Popen(args + [f"--workdir={two}", "--num_processes=2",
-                                      f"--process_id={i}"],
-                              cwd=REPO, env=env, stdout=subprocess.PIPE,
+  started = [subprocess.Popen(CENSUS_ARGS + [f"--workdir={two}", "--num_processes=2",
+                                             f"--process_id={i}"],
+                              cwd=REPO, env=BINARY_ENV, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for i in (1, 0)]
   try:
     outputs = [process.communicate(timeout=900)[0] for process in started[::-1]]
@@ -299,7 +310,7 @@ def test_a_two_process_census_writes_the_files_of_one_process(tmp_path):
   for process, output in zip(started[::-1], outputs):
     assert process.returncode == 0, output[-3000:]
   for name in ("rows.csv", "curves.csv"):
-    assert (two / name).read_bytes() == (one / name).read_bytes(), name
+    assert (two / name).read_bytes() == (one_process_census / name).read_bytes(), name
   census = (two / "census.md").read_text()
   for heading in ("## Learned from θ0 = 0", "## Attention lags", "## Joint against three_phase"):
     assert heading in census
