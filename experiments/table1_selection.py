@@ -156,8 +156,10 @@ def choose(found: Sequence[Candidate], loss, metric, select_by: str = "loss",
   accuracies; NaN or inf worst), then near-best by the other key, then the smallest step
   sizes (step_order), then order. "Near" is within tolerance(best, its standard error);
   loss_se and metric_se default to 0 (the roundoff floor alone)."""
-  loss, metric = (np.nan_to_num(np.asarray(x, np.float64), nan=np.inf, neginf=np.inf)
-                  for x in (loss, metric))
+  # inf stays inf (nan_to_num's default turns it into the largest float, which near_best
+  # would take for a finite best and overflow on).
+  loss, metric = (np.nan_to_num(np.asarray(x, np.float64), nan=np.inf, posinf=np.inf,
+                                neginf=np.inf) for x in (loss, metric))
   loss_se, metric_se = (np.zeros_like(x) if se is None else np.asarray(se, np.float64)
                         for x, se in ((loss, loss_se), (metric, metric_se)))
   keys = ((loss, loss_se), (metric, metric_se))
