@@ -7,13 +7,14 @@ under gradient flow to t = 10⁶ and under GD at bracketed step sizes, against c
 
 One row per (language, layout, plan, dynamics) by lagjax.analysis.horizons.row, one (language,
 layout) at a time, against R* restarted from the optima of the run's layouts that the layout
-contains (horizons.Optima: the last query contains the CLS query, tables contain none), and
-from a run's end where one ends below it (horizons.row). Each finished (language, layout)
-is one chunk of the sweep's resumable store (workdir/chunks, lagjax/sweep/chunk_store.py);
-from the chunks the binary writes rows.csv, curves.csv, atlas.md, heatmap.png and curves.png
-(experiments/atlas_report.py), and census.md and census.png for census languages
-(experiments/configs/census.py). A run stopped
-part-way resumes (config.resume) from the finished chunks, provided store.json records the
+contains (horizons.Optima: the last query contains the CLS query, tables their absence), and
+from a run's end where one ends below it (horizons.row); once every pair is finished, a
+pair whose R* is above a contained layout's is computed again (atlas_report.nest). Each
+finished (language, layout) is one chunk of the sweep's resumable store (workdir/chunks,
+lagjax/sweep/chunk_store.py); from the chunks the binary writes rows.csv, curves.csv,
+atlas.md, heatmap.png and curves.png (experiments/atlas_report.py), and census.md and
+census.png for census languages (experiments/configs/census.py). A run stopped part-way
+resumes (config.resume) from the finished chunks, provided store.json records the
 same config. With --num_processes=P and --process_id=p (experiments/distributed.py's flags),
 process p of P computes the pairs i ≡ p (mod P) not yet finished, and process 0 writes the
 files once every pair is in the store: the same bytes as one process (the wall times are in
@@ -110,6 +111,7 @@ def main(argv):
       waited(store.wait_until_complete, experiment.progress("pairs (every process)"),
              WAIT_SECONDS)
     store.reload()
+    atlas_report.nest(store, pairs, settings, config)
     write_outputs(experiment, store, settings, entries, len(pairs), count)
     print(f"wrote {workdir} in {time.time() - experiment.started:.0f} s", flush=True)
 

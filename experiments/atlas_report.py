@@ -18,10 +18,12 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
+from absl import logging
 
 from experiments import common
 from lagjax.analysis import automata, horizons, optimum
 from lagjax.data import languages, regular
+from lagjax.models import direct
 from lagjax.sweep import chunk_store, processes
 
 ROWS, CURVES, STAMP = "rows.csv", "curves.csv", "store.json"
@@ -111,7 +113,8 @@ class Store:
     self.workdir = workdir
     self.pairs = list(pairs)
     self.chunks = chunk_store.ChunkStore(workdir)
-    self.finished: dict[int, tuple[list, list, float]] = {}   # index -> rows, curves, seconds
+    # index -> rows, curves, seconds, θ* of the pair's R* (lists)
+    self.finished: dict[int, tuple[list, list, float, dict]] = {}
     self.reload()
 
   @property
@@ -162,7 +165,8 @@ class Store:
       if self.chunks.has(0, index):
         stored = self.chunks.load(0, index)
         self.finished[index] = (json.loads(str(stored["rows"])),
-                                json.loads(str(stored["curves"])), float(stored["seconds"]))
+                                json.loads(str(stored["curves"])), float(stored["seconds"]),
+                                json.loads(str(stored["theta"])))
 
   @staticmethod
   def wait_for_stamp(workdir: str, config_json: str, timeout: float = STAMP_TIMEOUT) -> None:
@@ -212,9 +216,19 @@ class Store:
     """Whether pair `index` is finished (by this process, or found on disk at reload)."""
     return index in self.finished
 
+  def r_star(self, index: int) -> tuple[float, float]:
+    """(R*, its error) of finished pair `index`."""
+    first = self.finished[index][0][0]
+    return first["r_star"], first["r_star_error"]
+
+  def theta(self, index: int) -> dict:
+    """θ* of finished pair `index`'s R* (the row's optimum), as arrays."""
+    return {name: np.asarray(value) for name, value in self.finished[index][3].items()}
+
   def add(self, index: int, name: str, found: horizons.Row, star_free) -> None:
     """Stores finished pair `index` (shown as `name`: two specs may share a name, e.g. a file
-    and a factory): its rows and its flow curves, as JSON (floats round-trip exactly)."""
+    and a factory): its rows, its flow curves and its optimum's θ*, as JSON (floats
+    round-trip exactly); a pair stored again replaces its chunk."""
     spec, layout = self.pairs[index]
     rows = [{"spec": spec, "name": name, "star_free": star_free,
              **{c: record[c] for c in horizons.COLUMNS}} for record in found.records]
@@ -222,13 +236,15 @@ class Store:
                "risk": float(r)}
               for (plan, kind), (times, risks) in found.curves.items() if kind == "flow"
               for t, r in zip(times, risks)]
+    theta = {key: np.asarray(value).tolist() for key, value in found.optimum.theta.items()}
     seconds = round(found.seconds, 1)
     self.chunks.save(0, index, {"rows": np.asarray(json.dumps(rows)),
                                 "curves": np.asarray(json.dumps(curves)),
-                                "seconds": np.asarray(seconds)})
+                                "seconds": np.asarray(seconds),
+                                "theta": np.asarray(json.dumps(theta))})
     # As read back: JSON turns tuples into lists, and a resumed run sees only the JSON.
     self.finished[index] = (json.loads(json.dumps(rows)), json.loads(json.dumps(curves)),
-                            seconds)
+                            seconds, json.loads(json.dumps(theta)))
 
   def write_csv(self) -> None:
     """rows.csv and curves.csv of the finished pairs, in pair order: the same bytes whatever
@@ -236,6 +252,46 @@ class Store:
     for rows, path in ((self.rows, ROWS), (self.curves, CURVES)):
       if rows:
         common.write_csv(rows, os.path.join(self.workdir, path))
+
+
+def nest(store, pairs, settings, config) -> list[int]:
+  """Computes again each pair whose R* lies above the R* of a layout of the run that its
+  layout contains (docs/theory.md §2b, §10), and returns their indices.
+
+  horizons.Optima restarts each optimum from the contained layouts' optima, but a row can then
+  lower its own R* by a restart from a run's end (horizons.row), which the layouts containing
+  it never saw. Here, once every pair is in the store, such a pair's optimum is restarted from
+  the contained pairs' θ*, widened (horizons.lower_optimum), and its row computed again
+  against it. Contained layouts go first, so a pair computed again reaches the layouts that
+  contain it. The pass reads only the store's rows, so the files do not depend on how many
+  processes wrote them, and a pass over its own result computes nothing.
+  """
+  layouts = tuple(config.layouts)
+  contains = {layout: [other for other in layouts if other != layout and
+                       horizons.LAYOUTS[layout].contains(horizons.LAYOUTS[other])]
+              for layout in layouts}
+  where = {(entry.spec, layout): i for i, (entry, layout) in enumerate(pairs)}
+  again = []
+  for i in sorted(range(len(pairs)), key=lambda i: len(contains[pairs[i][1]])):
+    entry, layout = pairs[i]
+    r_star, error = store.r_star(i)
+    slack = max(error, optimum.NOISE * max(1.0, abs(r_star)))
+    lower = [other for other in contains[layout]
+             if store.r_star(where[entry.spec, other])[0] < r_star - slack]
+    starts = [direct.widen(store.theta(where[entry.spec, other]), horizons.LAYOUTS[layout])
+              for other in lower]
+    found = horizons.lower_optimum(
+        entry.lang, layout, r_star, starts, settings,
+        f"restarted from the {', '.join(lower)} rows' optima")
+    if found is None:
+      continue
+    logging.info("%s under %s: R* %.9g is above the %s rows'; computing the pair again against "
+                 "%.9g.", entry.spec, layout, r_star, ", ".join(lower), float(found.risk))
+    store.add(i, entry.name, horizons.row(
+        entry.lang, layout, horizons=settings, found=found, plan_names=tuple(config.plans),
+        dynamics=tuple(config.dynamics)), entry.star_free)
+    again.append(i)
+  return again
 
 
 def _cell(value) -> str:

@@ -404,13 +404,37 @@ def restarted(lang, layout: str, found, starts: Sequence[dict], horizons: Horizo
     >>> horizons.restarted(lang, "cls", found, [], horizons.Horizons(), "no starts") is found
     True
   """
+  return lower_optimum(lang, layout, float(found.risk), starts, horizons, source) or found
+
+
+def lower_optimum(lang, layout: str, risk: float, starts: Sequence[dict], horizons: Horizons,
+                  source: str):
+  """lj.optimum restarted from `starts` (with one start of its own, θ0) if it ends below
+  `risk` by more than roundoff (NOISE), else None (`restarted`; docs/theory.md §10).
+
+  Args:
+    lang: the language; layout: a key of LAYOUTS; risk: the R* known so far.
+    starts: per-token parameters of the layout (empty: None).
+    horizons: the Horizons (optimum_iterations).
+    source: where the starts came from, in words, for the optimum cell.
+
+  Returns:
+    The restart's Optimum, carrying `source`, or None.
+
+  Example:
+    Without starts there is nothing to restart (horizons.Optima's example restarts):
+
+    >>> from lagjax.analysis import horizons
+    >>> lang = lj.languages.from_spec("first")
+    >>> horizons.lower_optimum(lang, "cls", 0.25, [], horizons.Horizons(), "no starts") is None
+    True
+  """
   if not starts:
-    return found
+    return None
   again = optimum_lib.optimum(lang, layout, num_starts=1, iterations=horizons.optimum_iterations,
                               starts=list(starts))
-  noise = optimum_lib.NOISE * max(1.0, abs(float(found.risk)))
-  if not float(again.risk) < float(found.risk) - noise:
-    return found
+  if not float(again.risk) < risk - optimum_lib.NOISE * max(1.0, abs(risk)):
+    return None
   return dataclasses.replace(again, source=source)
 
 
@@ -825,5 +849,6 @@ COLUMNS = ("language", "layout", "plan", "dynamics", "r_star", "r_star_error", "
            "half_time_ratio", "tail", "tail_exponent", "regime")
 
 __all__ = ["COLUMNS", "DYNAMICS", "GD_AXES", "Horizons", "LAYOUTS", "NUM_PHASES",
-           "Optima", "PLAN_NAMES", "Row", "flow_plan", "gd_plan", "optimum", "optimum_cells",
-           "padded_flow_plan", "padded_gd_plan", "plateau", "restarted", "row", "select"]
+           "Optima", "PLAN_NAMES", "Row", "flow_plan", "gd_plan", "lower_optimum", "optimum",
+           "optimum_cells", "padded_flow_plan", "padded_gd_plan", "plateau", "restarted", "row",
+           "select"]

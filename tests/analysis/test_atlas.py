@@ -105,13 +105,16 @@ def test_atlas_resizes_its_grid_and_equals_lj_train(monkeypatch):
 # The second edition: experiments/atlas.py over lagjax/analysis/horizons.py (docs/theory.md §10).
 # ---------------------------------------------------------------------------------------------
 
-import json  # noqa: E402 (the second edition's tests below)
+import dataclasses  # noqa: E402 (the second edition's tests below)
+import json  # noqa: E402
 import os  # noqa: E402
 import pathlib  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import types  # noqa: E402
 
+import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from experiments import atlas_report  # noqa: E402
@@ -143,10 +146,11 @@ def test_a_bad_config_names_its_field(override, message):
     atlas_report.validate(config)
 
 
-def fake_row(layout, learned):
-  """A horizons.Row with every column: joint learned (or not) under flow and GD."""
+def fake_row(layout, learned, r_star=0.1, theta=None):
+  """A horizons.Row with every column: joint learned (or not) under flow and GD, against
+  R* = r_star at θ* = theta (None: {})."""
   h = horizons.Horizons(t1=100.0, settle=10.0, attention=5.0, gd_steps=50, gd_settle_steps=5)
-  base = {"language": "fake", "layout": layout, "r_star": 0.1, "r_star_error": 1e-13,
+  base = {"language": "fake", "layout": layout, "r_star": r_star, "r_star_error": 1e-13,
           "optimum": "minimum", "grad_norm": 1e-12, "min_eigenvalue": 0.01,
           "agreeing_starts": "2/2"}
   records, curves = [], {}
@@ -161,7 +165,8 @@ def fake_row(layout, learned):
     records.append({**base, "plan": "joint", "dynamics": kind, **cells})
   times = np.concatenate([[0.0], np.geomspace(1.0, 100.0, 9)])
   curves["joint", "flow"] = (times, 0.1 + 0.4 / (1 + times))
-  return horizons.Row("fake", layout, None, records, curves, 1.5)
+  optimum = types.SimpleNamespace(theta={} if theta is None else theta)
+  return horizons.Row("fake", layout, optimum, records, curves, 1.5)
 
 
 def tails_verdict():
@@ -246,6 +251,66 @@ def test_process_0_waits_until_every_pair_is_in_the_store(tmp_path):
   assert seen == [(1, 2), (2, 2)] and not store.has(1)
   store.reload()
   assert store.has(1) and store.rows == other.rows
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeOptimum:
+  """What the nesting pass reads of an lj.optimum Optimum."""
+
+  risk: float
+  theta: dict
+  risk_error: float = 1e-13
+  source: str = ""
+
+
+def test_a_pair_above_a_contained_layouts_r_star_is_computed_again(tmp_path, monkeypatch):
+  """Layouts nest (docs/theory.md §2b): once every pair is stored, a pair whose R* is above
+  that of a layout it contains (here the CLS row's, lowered by a row-level restart after the
+  other optima were computed) restarts its optimum from those rows' θ*, widened, and is
+  computed again against the lower value; contained layouts first, so the last query's new
+  R* reaches the last query + tables. An equal R* (CLS + tables) is left alone, and a second
+  pass computes nothing (lj.optimum and
+  horizons.row stubbed: the first restarts to 1e-3 below the lowest start's R*)."""
+  layouts = ("cls", "last", "cls+first_last", "last+first_last")
+  lang = lj.languages.from_spec("first")
+  entry = atlas_report.Entry("first", "first", lang, True)
+  pairs = [(entry, layout) for layout in layouts]
+  atlas_report.Store.prepare(str(tmp_path), json.dumps({"config": "a"}))
+  store = atlas_report.Store(str(tmp_path), [("first", layout) for layout in layouts])
+  cls_theta = lj.init_params(2)
+  cls_theta["alpha"] = jnp.asarray([1.0, -1.0])
+  for i, (layout, r_star) in enumerate(zip(layouts, (0.2, 0.25, 0.2, 0.22))):
+    theta = cls_theta if layout == "cls" else lj.init_params(
+        2, **horizons.LAYOUTS[layout]._asdict())
+    store.add(i, "first", fake_row(layout, False, r_star, theta), True)
+  optimum_calls, row_calls = [], []
+
+  def optimum_stub(lang, layout, *, num_starts, iterations, starts=()):
+    optimum_calls.append((layout, num_starts, list(starts)))
+    risk = {"last": 0.2, "last+first_last": 0.19}[layout] - 1e-3
+    return FakeOptimum(risk, lj.init_params(2, **horizons.LAYOUTS[layout]._asdict()))
+
+  def row_stub(lang, layout, *, horizons, found, plan_names, dynamics):
+    row_calls.append((layout, found.source))
+    return fake_row(layout, False, float(found.risk), found.theta)
+
+  monkeypatch.setattr(horizons.optimum_lib, "optimum", optimum_stub)
+  monkeypatch.setattr(horizons, "row", row_stub)
+  config = types.SimpleNamespace(layouts=layouts, plans=("joint",), dynamics=("flow", "gd"))
+  settings = horizons.Horizons()
+  assert atlas_report.nest(store, pairs, settings, config) == [1, 3]
+  assert row_calls == [("last", "restarted from the cls rows' optima"),
+                       ("last+first_last",
+                        "restarted from the cls, last, cls+first_last rows' optima")]
+  (last, one, [widened]), (both, one_again, starts) = optimum_calls
+  assert (last, one, both, one_again, len(starts)) == ("last", 1, "last+first_last", 1, 3)
+  np.testing.assert_array_equal(widened["alpha"], [[1.0, -1.0], [1.0, -1.0]])
+  assert lj.models.direct.layout(widened) == horizons.LAYOUTS["last"]
+  assert [store.r_star(i)[0] for i in range(4)] == [0.2, 0.199, 0.2, 0.189]
+  again = atlas_report.Store(str(tmp_path), [("first", layout) for layout in layouts])
+  assert again.rows == store.rows      # stored: a resumed run reads the new rows
+  optimum_calls.clear()
+  assert atlas_report.nest(again, pairs, settings, config) == [] and not optimum_calls
 
 
 CENSUS_ARGS = [sys.executable, "-m", "experiments.atlas",
