@@ -401,10 +401,16 @@ def outputs(params, enum: CountEnumeration):
   @jax.checkpoint  # its residuals are then θ's tables, not zeros of its own in `scaled`'s
   def explicit(_):
     safe = jnp.zeros(4 * groups).at[3 * groups].set(1.0)  # a string "0" where no string is
-    return jnp.stack([jnp.stack([direct.forward_counts(
-        _row_params(scores, values, query_rows[b], 4 * groups, cls),
-        jnp.where(enum.valid[:, a, b, None], entry_counts(counts, a, b), safe))
-        for b in range(lasts)], axis=-1) for a in range(firsts)], axis=1)
+    # Every slot's entry counts at once, (K, A, B, 4G): one forward_counts per query row, not
+    # one per slot (each is a program of its own size to trace and compile).
+    slots = jax.vmap(jax.vmap(lambda a, b: entry_counts(counts, a, b), (None, 0), 1),
+                     (0, None), 1)(jnp.arange(firsts), jnp.arange(lasts))
+    slots = jnp.where(enum.valid[..., None], slots, safe)
+    rows = [0] if scores.shape[0] == 1 else range(lasts)
+    per_row = [direct.forward_counts(_row_params(scores, values, row, 4 * groups, cls),
+                                     slots if len(rows) == 1 else slots[:, :, row])
+               for row in rows]
+    return per_row[0] if len(rows) == 1 else jnp.stack(per_row, axis=-1)
 
   spread = jax.lax.stop_gradient((scores.max(axis=1) - scores.min(axis=1)).max())
   return jax.lax.cond(spread <= direct.CLUSTER_GAP, scaled, explicit, None)
