@@ -166,7 +166,9 @@ class Store:
         stored = self.chunks.load(0, index)
         self.finished[index] = (json.loads(str(stored["rows"])),
                                 json.loads(str(stored["curves"])), float(stored["seconds"]),
-                                json.loads(str(stored["theta"])))
+                                # None: a chunk written before chunks stored θ*
+                                json.loads(str(stored["theta"])) if "theta" in stored
+                                else None)
 
   @staticmethod
   def wait_for_stamp(workdir: str, config_json: str, timeout: float = STAMP_TIMEOUT) -> None:
@@ -221,9 +223,12 @@ class Store:
     first = self.finished[index][0][0]
     return first["r_star"], first["r_star_error"]
 
-  def theta(self, index: int) -> dict:
-    """θ* of finished pair `index`'s R* (the row's optimum), as arrays."""
-    return {name: np.asarray(value) for name, value in self.finished[index][3].items()}
+  def theta(self, index: int) -> dict | None:
+    """θ* of finished pair `index`'s R* (the row's optimum), as arrays; None where its chunk
+    predates stored θ*."""
+    stored = self.finished[index][3]
+    return None if stored is None else {name: np.asarray(value)
+                                        for name, value in stored.items()}
 
   def add(self, index: int, name: str, found: horizons.Row, star_free) -> None:
     """Stores finished pair `index` (shown as `name`: two specs may share a name, e.g. a file
@@ -278,6 +283,12 @@ def nest(store, pairs, settings, config) -> list[int]:
     slack = max(error, optimum.NOISE * max(1.0, abs(r_star)))
     lower = [other for other in contains[layout]
              if store.r_star(where[entry.spec, other])[0] < r_star - slack]
+    unknown = [other for other in lower if store.theta(where[entry.spec, other]) is None]
+    if unknown:
+      logging.warning("%s under %s: R* %.9g is above the %s rows', whose θ* the store does not "
+                      "hold (chunks from before θ* was stored); rerun without resume to mend.",
+                      entry.spec, layout, r_star, ", ".join(unknown))
+      lower = [other for other in lower if other not in unknown]
     starts = [direct.widen(store.theta(where[entry.spec, other]), horizons.LAYOUTS[layout])
               for other in lower]
     found = horizons.lower_optimum(

@@ -313,6 +313,26 @@ def test_a_pair_above_a_contained_layouts_r_star_is_computed_again(tmp_path, mon
   assert atlas_report.nest(again, pairs, settings, config) == [] and not optimum_calls
 
 
+def test_a_chunk_without_its_optimum_is_left_out_of_the_nesting_pass(tmp_path, monkeypatch):
+  """A chunk written before chunks held θ* reads back with θ* None: the pass cannot restart
+  from it, so it says so and computes nothing (never a KeyError on resume)."""
+  layouts = ("cls", "last")
+  entry = atlas_report.Entry("first", "first", lj.languages.from_spec("first"), True)
+  atlas_report.Store.prepare(str(tmp_path), json.dumps({"config": "a"}))
+  store = atlas_report.Store(str(tmp_path), [("first", layout) for layout in layouts])
+  for i, (layout, r_star) in enumerate(zip(layouts, (0.2, 0.25))):
+    store.add(i, "first", fake_row(layout, False, r_star), True)
+  old = store.chunks.load(0, 0)
+  store.chunks.save(0, 0, {name: value for name, value in old.items() if name != "theta"})
+  resumed = atlas_report.Store(str(tmp_path), [("first", layout) for layout in layouts])
+  assert resumed.theta(0) is None and resumed.rows == store.rows
+  calls = []
+  monkeypatch.setattr(horizons.optimum_lib, "optimum", lambda *args, **kwargs: calls.append(1))
+  config = types.SimpleNamespace(layouts=layouts, plans=("joint",), dynamics=("flow", "gd"))
+  pairs = [(entry, layout) for layout in layouts]
+  assert atlas_report.nest(resumed, pairs, horizons.Horizons(), config) == [] and not calls
+
+
 CENSUS_ARGS = [sys.executable, "-m", "experiments.atlas",
                "--config=experiments/configs/census.py:quick",
                "--config.languages=('dfa:01.10:1','dfa:01.01:1')",
