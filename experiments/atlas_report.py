@@ -97,9 +97,9 @@ class Store:
   """The finished (language, layout) pairs: one chunk each in the sweep's resumable chunk
   store (lagjax/sweep/chunk_store.py, workdir/chunks), read back in pair order.
 
-  Pair i is chunk i (group 0): its rows, flow curves and wall time, written atomically once
-  the pair is finished, so a stopped run keeps every finished pair and several processes can
-  each write their own pairs (experiments/atlas.py). `config_json` (the config as metadata
+  Pair i is chunk i (group 0): its rows, flow curves, wall time and θ*, written atomically
+  once the pair is finished, so a stopped run keeps every finished pair and several processes
+  can each write their own pairs (experiments/atlas.py). `config_json` (the config as metadata
   records it) stamps the store (store.json); a store with another stamp, or None (no
   resume), is emptied first, by process 0 alone (`prepare`); the other processes wait for
   the stamp (`wait_for_stamp`) before they read the store.
