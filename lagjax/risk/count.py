@@ -406,11 +406,10 @@ def outputs(params, enum: CountEnumeration):
     slots = jax.vmap(jax.vmap(lambda a, b: entry_counts(counts, a, b), (None, 0), 1),
                      (0, None), 1)(jnp.arange(firsts), jnp.arange(lasts))
     slots = jnp.where(enum.valid[..., None], slots, safe)
-    rows = [0] if scores.shape[0] == 1 else range(lasts)
-    per_row = [direct.forward_counts(_row_params(scores, values, row, 4 * groups, cls),
-                                     slots if len(rows) == 1 else slots[:, :, row])
-               for row in rows]
-    return per_row[0] if len(rows) == 1 else jnp.stack(per_row, axis=-1)
+    if scores.shape[0] == 1:   # the CLS query: one row of scores for every slot
+      return direct.forward_counts(_row_params(scores, values, 0, 4 * groups, cls), slots)
+    return jnp.stack([direct.forward_counts(_row_params(scores, values, b, 4 * groups, cls),
+                                            slots[:, :, b]) for b in range(lasts)], axis=-1)
 
   spread = jax.lax.stop_gradient((scores.max(axis=1) - scores.min(axis=1)).max())
   return jax.lax.cond(spread <= direct.CLUSTER_GAP, scaled, explicit, None)
