@@ -33,6 +33,10 @@ def _switch_off_ynn() -> None:
 # LLVM at optimisation level 0 and the older loop emitters instead of the fusion emitters.
 # Both emit the same IEEE float64 operations (docs/decisions/test-suite-speed.md).
 FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+# Each program's LLVM module compiled whole, not split into parts for a thread pool: where
+# processes already keep every core busy (the test suite's workers), the split only adds
+# work (docs/decisions/test-suite-speed.md).
+SERIAL_CODEGEN = "--xla_cpu_parallel_codegen_split_count=1"
 CACHE_ENV = "LAGJAX_COMPILATION_CACHE"
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "lagjax", "xla")
 

@@ -3,9 +3,11 @@ started by the tests keep their compilation cache in a folder of this session on
 
 The suite is mostly XLA compilation (docs/decisions/test-suite-speed.md), so the tests and the
 binaries they start compile with cheaper XLA CPU settings: LLVM at optimisation level 0 and
-the classic elemental emitters instead of the newer fusion emitters. Both emit the same IEEE
-float64 operations (roundoff may differ in the last bits where an order of summation does);
-no test compares numbers across settings. XLA aborts the process on a flag it does not know,
+the classic elemental emitters instead of the newer fusion emitters, and each program's LLVM
+module compiled whole (two workers already fill two cores, so XLA's parallel code generation
+only adds work: 7-10 % of a file's CPU). These emit the same IEEE float64 operations
+(roundoff may differ in the last bits where an order of summation does); no test compares
+numbers across settings. XLA aborts the process on a flag it does not know,
 so a child process checks the flags first (a newer jaxlib may drop one); without them the
 suite runs as before, only slower. Where a program runs longer than it compiles, the test
 opts out: GD → flow and the gradient-flow tutorial compile their flows at LLVM level 2
@@ -30,7 +32,8 @@ from lagjax import xla_flags
 # helpers they share (enumeration.py) stay here, importable from every subfolder.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-FAST_COMPILE_FLAGS = " ".join(xla_flags.FAST_COMPILE)
+SUITE_FLAGS = (*xla_flags.FAST_COMPILE, xla_flags.SERIAL_CODEGEN)
+FAST_COMPILE_FLAGS = " ".join(SUITE_FLAGS)
 
 
 def _flags_accepted(flags: str) -> bool:
@@ -42,7 +45,7 @@ def _flags_accepted(flags: str) -> bool:
 
 _flags = os.environ.get("XLA_FLAGS", "")
 if FAST_COMPILE_FLAGS not in _flags and _flags_accepted(f"{_flags} {FAST_COMPILE_FLAGS}"):
-  xla_flags.add(*xla_flags.FAST_COMPILE)   # lagjax's one writer of XLA_FLAGS
+  xla_flags.add(*SUITE_FLAGS)   # lagjax's one writer of XLA_FLAGS
 jax.config.update("jax_enable_x64", True)
 CACHE = os.environ.setdefault("LAGJAX_COMPILATION_CACHE",
                               tempfile.mkdtemp(prefix="lagjax-test-compilation-cache-"))
