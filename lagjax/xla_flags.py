@@ -113,6 +113,36 @@ def backend_optimization(level) -> str:
   return add(f"--xla_backend_optimization_level={int(level)}")
 
 
+def compiler_options(level) -> dict | None:
+  """jax.jit's compiler_options for one program at XLA's backend optimisation level `level`
+  (0-3), whatever XLA_FLAGS say: lj.flow's and lj.train's `optimization_level`.
+
+  A setting of speed and compilation, never of the mathematics (docs/theory.md, Numerics):
+  a long run compiled at level 0 (which a smoke config or a test suite may set for compile
+  speed) runs several times slower.
+
+  Args:
+    level: 0-3, or None (no options: XLA_FLAGS decide).
+
+  Returns:
+    {"xla_backend_optimization_level": level}, or None.
+
+  Raises:
+    ValueError: naming optimization_level, for a level outside 0-3.
+
+  Example:
+    >>> lj.xla_flags.compiler_options(2)
+    {'xla_backend_optimization_level': 2}
+    >>> lj.xla_flags.compiler_options(None) is None
+    True
+  """
+  if level is None:
+    return None
+  if level not in (0, 1, 2, 3) or isinstance(level, bool):
+    raise ValueError(f"optimization_level must be one of (0, 1, 2, 3) or None; got {level!r}.")
+  return {"xla_backend_optimization_level": int(level)}
+
+
 def host_devices(count: int) -> str:
   """One XLA CPU device per `count` (e.g. per core), so work shards over them; a device
   count already in XLA_FLAGS wins.

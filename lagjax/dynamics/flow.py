@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from lagjax import models, validation
+from lagjax import models, validation, xla_flags
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.dynamics import output_phase, plans, rosenbrock, runner, train
@@ -641,9 +641,7 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
   t1, rtol, atol, num_records, epsilon, plateau_drop, max_steps, num_points = _check_options(
       t1, rtol, atol, solver, records, num_records, epsilon, plateau_drop, max_steps,
       num_points)
-  if optimization_level is not None:
-    optimization_level = int(validation.check_choice("optimization_level", optimization_level,
-                                                     (0, 1, 2, 3)))
+  xla_flags.compiler_options(optimization_level)   # checked here, before any work
   _, max_risk = runner.check_run_options(plans.joint(1.0, 1), 1, max_risk)
   flow_plan = plans.flow_form(plan)
   theta0 = direct.init_params(lang.d) if theta0 is None else theta0
@@ -712,12 +710,10 @@ def flow(lang: languages.Language, plan, theta0=None, *, t1: float | None = None
 def _compiled_flow(lang, partition, num_phases, loss, route, layout, solver, rtol, atol,
                    num_records, records, max_risk, max_steps, num_points, dense,
                    output_only, sharpness=0, optimization_level=None):
-  options = (None if optimization_level is None
-             else {"xla_backend_optimization_level": optimization_level})
   return jax.jit(make_flow(lang, partition, num_phases=num_phases, loss=loss, route=route,
                            layout=layout, solver=solver, rtol=rtol, atol=atol,
                            num_records=num_records, records=records, max_risk=max_risk,
                            max_steps=max_steps, num_points=num_points,
                            with_solution=dense, output_only=output_only,
                            sharpness=sharpness),
-                 compiler_options=options)
+                 compiler_options=xla_flags.compiler_options(optimization_level))

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import models, validation
+from lagjax import models, validation, xla_flags
 from lagjax.data import languages
 from lagjax.data import partition as partition_lib
 from lagjax.data.sampling import sample_counts
@@ -377,7 +377,7 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
           route: str = "auto", record_every: int = 1, key=None, num_seeds: int | None = None,
           tied="auto", max_risk: float = runner.MAX_VALUE,
           num_points: int | None = None, sharpness: int = 0,
-          zero_one: bool = True) -> Trajectory:
+          zero_one: bool = True, optimization_level: int | None = None) -> Trajectory:
   """Runs `plan` on `lang` from θ0 (default zero) and records the trajectory, by exact
   population (or empirical) GD in one scan (docs/theory.md §5; tying: §3b).
 
@@ -409,6 +409,10 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
       automaton route it costs several times the step itself (even pairs, 17 parameters:
       10⁴ steps recorded at every step take 45 s with it, 8 s without), and a run that
       reads only R, α and β (the atlas, §10) does not need it.
+    optimization_level: XLA's backend optimisation level (0-3) for this run's program
+      (xla_flags.compiler_options), whatever XLA_FLAGS say; None (default) leaves it to
+      them. A setting of speed, never of the mathematics: a run of many steps compiled at
+      level 0 (which a test suite may set for compile speed) runs several times slower.
 
   Returns:
     A Trajectory (lagjax/dynamics/trajectory.py; a leading seed axis on every array when
@@ -459,13 +463,15 @@ def train(lang: languages.Language, plan: plans.Plan, theta0=None, *, loss="squa
   layout = direct.layout(theta0)
   grouped = direct.group_params(partition, theta0)
   sharpness = check_sharpness(sharpness, grouped)
+  xla_flags.compiler_options(optimization_level)   # checked here, before any work
   key = jax.random.key(0) if key is None else key
   data = plan.data()
 
   def attempt(size):
     run = _compiled_runner(lang, plan.slots(), plan.total_steps, partition, loss, route,
                            layout, record_every, max_risk, num_points=size,
-                           sharpness=sharpness, zero_one=bool(zero_one))
+                           sharpness=sharpness, zero_one=bool(zero_one),
+                           optimization_level=optimization_level)
     if num_seeds is None:
       return run(grouped, key, data)
     keys = jax.random.split(key, num_seeds)
@@ -554,11 +560,13 @@ def with_grid_info(resized: coverage.Resized, fixed: bool) -> Trajectory:
 
 @functools.lru_cache(maxsize=32)
 def _compiled_runner(lang, slots, num_steps, partition, loss, route, layout, record_every,
-                     max_risk, kqv_form=False, num_points=None, sharpness=0, zero_one=True):
+                     max_risk, kqv_form=False, num_points=None, sharpness=0, zero_one=True,
+                     optimization_level=None):
   return jax.jit(make_runner(lang, slots, partition, num_steps=num_steps, loss=loss,
                              route=route, layout=layout, record_every=record_every,
                              max_risk=max_risk, kqv_form=kqv_form, num_points=num_points,
-                             sharpness=sharpness, zero_one=zero_one))
+                             sharpness=sharpness, zero_one=zero_one),
+                 compiler_options=xla_flags.compiler_options(optimization_level))
 
 
 def train_kqv(lang: languages.Language, plan: plans.Plan, key, *, scale: float = 0.1,
