@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
+
 # The binaries' JAX setting (closed-over arrays as arguments, experiments/__init__.py) first:
 # JAX reads it when it is imported. Importing lagjax adds its own XLA flag (YNNPACK off) and
 # computes nothing, so the flags below still reach XLA, which reads them at the first
@@ -106,3 +108,18 @@ def pytest_runtest_teardown(item, nextitem):
   if nextitem is None or nextitem.path != item.path:
     jax.clear_caches()
 
+
+
+@pytest.fixture
+def jit_options(monkeypatch):
+  """The compiler_options of every jax.jit call the test makes (None where it passed none):
+  where lj.flow's or lj.train's optimization_level must reach the compiler."""
+  options = []
+  jit = jax.jit
+
+  def spy(fn, **kwargs):
+    options.append(kwargs.get("compiler_options"))
+    return jit(fn, **kwargs)
+
+  monkeypatch.setattr(jax, "jit", spy)
+  return options
