@@ -7,9 +7,9 @@ the classic elemental emitters instead of the newer fusion emitters, and each pr
 module compiled whole (two workers already fill two cores, so XLA's parallel code generation
 only adds work: 7-10 % of a file's CPU). These emit the same IEEE float64 operations
 (roundoff may differ in the last bits where an order of summation does); no test compares
-numbers across settings. XLA aborts the process on a flag it does not know,
-so a child process checks the flags first (a newer jaxlib may drop one); without them the
-suite runs as before, only slower. Where a program runs longer than it compiles, the test
+numbers across settings. XLA aborts the process on a flag it does not know, so a child
+process checks the flags first (a newer jaxlib may drop one); without them the suite runs as
+before, only slower. Where a program runs longer than it compiles, the test
 opts out: GD → flow and the gradient-flow tutorial compile their flows at LLVM level 2
 (lj.flow's optimization_level); the site build's kernels inherit the flags like every other
 process the tests start. Those processes share one persistent compilation cache (below).
@@ -107,7 +107,6 @@ def pytest_runtest_teardown(item, nextitem):
   """
   if nextitem is None or nextitem.path != item.path:
     jax.clear_caches()
-
 
 
 @pytest.fixture
