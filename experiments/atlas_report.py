@@ -281,16 +281,15 @@ def nest(store, pairs, settings, config) -> list[int]:
     entry, layout = pairs[i]
     r_star, error = store.r_star(i)
     slack = max(error, optimum.NOISE * max(1.0, abs(r_star)))
-    lower = [other for other in contains[layout]
-             if store.r_star(where[entry.spec, other])[0] < r_star - slack]
-    unknown = [other for other in lower if store.theta(where[entry.spec, other]) is None]
+    thetas = {other: store.theta(where[entry.spec, other]) for other in contains[layout]
+              if store.r_star(where[entry.spec, other])[0] < r_star - slack}
+    unknown = [other for other, theta in thetas.items() if theta is None]
     if unknown:
       logging.warning("%s under %s: R* %.9g is above the %s rows', whose θ* the store does not "
                       "hold (chunks from before θ* was stored); rerun without resume to mend.",
                       entry.spec, layout, r_star, ", ".join(unknown))
-      lower = [other for other in lower if other not in unknown]
-    starts = [direct.widen(store.theta(where[entry.spec, other]), horizons.LAYOUTS[layout])
-              for other in lower]
+    lower = [other for other, theta in thetas.items() if theta is not None]
+    starts = [direct.widen(thetas[other], horizons.LAYOUTS[layout]) for other in lower]
     found = horizons.lower_optimum(
         entry.lang, layout, r_star, starts, settings,
         f"restarted from the {', '.join(lower)} rows' optima")
