@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import time
 
-import jax
 from absl import app, flags
 from ml_collections import config_flags
 
@@ -98,12 +97,7 @@ def main(argv):
                              plan_names=tuple(config.plans), dynamics=tuple(config.dynamics),
                              progress=lambda done, _, base=base: progress(base + done, total))
     store.add(i, entry.name, found, entry.star_free)
-    # Each pair traces its own programs (languages of one size load the same executables from
-    # the persistent cache: docs/decisions/shared-programs.md); kept, they pile up until the
-    # process runs out of memory maps (vm.max_map_count: a census process died of it after 20
-    # pairs, "LLVM ERROR: Unable to allocate section memory"). Freed here, as the test suite
-    # does between files (tests/conftest.py).
-    jax.clear_caches()
+    common.release_programs()
     if count == 1:  # a single process keeps the outputs current after every pair
       write_outputs(experiment, store, settings, entries, len(pairs), count)
   if index == 0:

@@ -314,6 +314,46 @@ class StartAware:
     self.progress(done, total)
 
 
+# The share of Linux's memory maps per process (vm.max_map_count) above which
+# `release_programs` frees every compiled program.
+RELEASE_AT = 0.5
+MAX_MAP_COUNT = "/proc/sys/vm/max_map_count"
+PROCESS_MAPS = "/proc/self/maps"
+
+
+def maps_in_use() -> float | None:
+  """The share of vm.max_map_count this process holds (Linux), or None where /proc does not
+  tell."""
+  try:
+    with open(MAX_MAP_COUNT) as handle:
+      limit = int(handle.read())
+    with open(PROCESS_MAPS) as handle:
+      return sum(1 for _ in handle) / limit
+  except (OSError, ValueError, ZeroDivisionError):
+    return None
+
+
+def release_programs() -> bool:
+  """Frees every compiled program (jax.clear_caches) once this process holds more than
+  RELEASE_AT of its memory maps, or where it cannot tell; returns whether it did. The atlas
+  calls it after each (language, layout).
+
+  Each pair traces its own programs (languages of one size load the same executables from
+  the persistent cache: docs/decisions/shared-programs.md), and each XLA CPU executable holds
+  about six memory maps: kept for ever they pile up until the process runs out (a census
+  process died of it after 20 pairs, "LLVM ERROR: Unable to allocate section memory"). A
+  three-state pair adds about 5,000 of the 65,530 maps Linux allows, so freeing at half
+  keeps what every pair shares (most of a pair's 437 programs are array operations outside
+  jit) for about six pairs instead of tracing and lowering it anew after each
+  (docs/decisions/atlas.md).
+  """
+  used = maps_in_use()
+  if used is not None and used <= RELEASE_AT:
+    return False
+  jax.clear_caches()
+  return True
+
+
 HEARTBEAT_SECONDS = 10.0   # the longest a long binary stays silent
 
 

@@ -403,3 +403,22 @@ def test_a_two_process_census_writes_the_files_of_one_process(one_process_census
   metadata = json.loads((two / "metadata.json").read_text())
   assert metadata["process_count"] == 2
   assert sorted(metadata["pair_seconds"]) == ["dfa:01.01:1/cls", "dfa:01.10:1/cls"]
+
+
+def test_the_binary_frees_its_programs_once_half_the_memory_maps_are_held(monkeypatch, tmp_path):
+  """experiments.common.release_programs, which the atlas calls after each pair, frees every
+  compiled program (jax.clear_caches) once the process holds more than RELEASE_AT of its
+  memory maps, or where /proc cannot tell, and keeps them below; maps_in_use reads this
+  process's share, or None without /proc."""
+  from experiments import common
+  used = common.maps_in_use()
+  if os.path.exists(common.PROCESS_MAPS):
+    assert used is not None and 0 < used < 1
+  monkeypatch.setattr(common, "MAX_MAP_COUNT", str(tmp_path / "absent"))
+  assert common.maps_in_use() is None
+  cleared = []
+  monkeypatch.setattr(common.jax, "clear_caches", lambda: cleared.append(True))
+  for share, freed in ((0.2, False), (common.RELEASE_AT, False), (0.51, True), (None, True)):
+    monkeypatch.setattr(common, "maps_in_use", lambda share=share: share)
+    assert common.release_programs() is freed, share
+  assert len(cleared) == 2
