@@ -1,4 +1,5 @@
-"""The experiment skeleton and the helpers every binary shares: output files, metadata, progress.
+"""The experiment skeleton and the helpers binaries share: output files, metadata, progress,
+freeing compiled programs.
 
 A new binary is its config (experiments/configs/<name>.py: get_config(), or get_config(variant)
 with the names in VARIANTS for `path:variant`) plus its body:
