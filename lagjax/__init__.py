@@ -12,13 +12,14 @@ The subpackages are the layers, each importing only those before it:
 data (lengths, languages, token groups) and tasks (sampled tasks) -> models ->
 risk (routes to the population risk) -> dynamics (plans, the training loop, the
 engines) -> analysis (regimes, scaling, finite samples) -> sweep. `validation`
-holds the small input checks every layer shares; `linalg` the small symmetric
+holds the small input checks every layer shares; `batched` the predicate that keeps a
+route's branch a branch under vmap; `linalg` the small symmetric
 eigendecompositions of the closed forms, without LAPACK; `xla_flags` switches XLA's
 YNNPACK fusions off on CPU, which are slower on lagjax's float64 arrays.
 """
 
 from lagjax import xla_flags  # noqa: I001  (first: XLA reads its flags at the first computation)
-from lagjax import analysis, data, dynamics, linalg, models, risk, sweep, tasks, validation
+from lagjax import analysis, batched, data, dynamics, linalg, models, risk, sweep, tasks, validation
 from lagjax.analysis import finite_sample, regimes, scaling
 from lagjax.analysis.optimum import optimum
 from lagjax.data import languages, lengths, partition
@@ -41,7 +42,8 @@ from lagjax.risk import (
 )
 
 __all__ = [
-    "Language", "RiskResult", "Trajectory", "all_of", "analysis", "any_of", "closed_form", "data",
+    "Language", "RiskResult", "Trajectory", "all_of", "analysis", "any_of", "batched",
+    "closed_form", "data",
     "dynamics", "error_rate", "finite_sample", "fixed", "flow", "forward_counts", "forward_tokens",
     "geometric", "gradient_noise", "init_params", "languages", "lengths", "linalg", "metrics",
     "models", "occurrence", "optimum", "partition", "plans", "population_risk", "regimes",

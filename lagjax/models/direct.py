@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import validation
+from lagjax import batched, validation
 from lagjax.models import positions
 from lagjax.models.direct_params import (  # noqa: F401 (the direct model's namespace)
     PARAM_GROUPS,
@@ -165,7 +165,7 @@ def forward_counts(params: Params, counts):
   top = alpha >= jnp.max(alpha) - CLUSTER_GAP
   rest = jnp.where(top, jnp.nan, alpha)
   narrow = ~(jnp.nanmax(rest) - jnp.nanmin(rest) > CLUSTER_GAP)  # NaN (no rest) counts as narrow
-  return jax.lax.cond(jax.lax.stop_gradient(narrow), two_clusters, stable, None)
+  return jax.lax.cond(batched.every(narrow), two_clusters, stable, None)  # lagjax/batched.py
 
 
 def forward_tokens(params: Params, tokens, mask):

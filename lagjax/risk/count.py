@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagjax import validation
+from lagjax import batched, validation
 from lagjax.data import languages
 from lagjax.data import lengths as lengths_lib
 from lagjax.data import partition as partition_lib
@@ -411,8 +411,10 @@ def outputs(params, enum: CountEnumeration):
     return jnp.stack([direct.forward_counts(_row_params(scores, values, b, 4 * groups, cls),
                                             slots[:, :, b]) for b in range(lasts)], axis=-1)
 
-  spread = jax.lax.stop_gradient((scores.max(axis=1) - scores.min(axis=1)).max())
-  return jax.lax.cond(spread <= direct.CLUSTER_GAP, scaled, explicit, None)
+  spread = (scores.max(axis=1) - scores.min(axis=1)).max()
+  # Under vmap one branch for the whole batch (lagjax/batched.py): a select would run the
+  # explicit counts for every member at every step.
+  return jax.lax.cond(batched.every(spread <= direct.CLUSTER_GAP), scaled, explicit, None)
 
 
 def class_weights_of(lang, class_weights: str | None) -> tuple[float, float]:

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxprs import cond_predicate_shapes
 
 import lagjax as lj
 from lagjax.models import direct as model
@@ -129,6 +130,30 @@ def test_forward_stable_for_huge_scores():
   with_cls = dict(params, alpha_cls=jnp.asarray(2e4), beta_cls=jnp.asarray(-5.0))
   np.testing.assert_array_equal(model.forward_counts(with_cls, counts), np.full(5, -5.0))
   chex.assert_tree_all_finite(grad_counts(with_cls))
+
+
+def test_a_vmapped_batch_takes_one_branch_and_each_members_value():
+  """Under vmap forward_counts' branch (two clusters, or the log-sum-exp form where the rest
+  spreads beyond the cluster gap) is one unbatched cond (lagjax/batched.py), not a select
+  that computes both for every member; each member's value and gradient is its unbatched
+  one, to roundoff, whether the batch agrees or not (then every member takes the
+  log-sum-exp form; measured: 3e-16 relative in the value, 6e-15 in the gradient)."""
+  counts = np.array([[1, 5, 5, 0], [0, 5, 5, 0], [0, 0, 7, 1], [2, 3, 0, 1]])
+  narrow = {"alpha": jnp.array([0.3, -0.2, 0.1, 0.0]), "beta": jnp.array([1.0, 2.0, 3.0, 4.0])}
+  other = {"alpha": jnp.array([1.0, 0.5, -0.4, 0.2]), "beta": jnp.array([-1.0, 0.5, 2.0, 1.0])}
+  wide = dict(other, alpha=jnp.array([900.0, 0.0, -900.0, 0.5]))
+  value_and_grad = jax.value_and_grad(lambda p: (model.forward_counts(p, counts) ** 2).sum())
+  on_batch, on_one = jax.jit(jax.vmap(value_and_grad)), jax.jit(value_and_grad)
+  for batch in ([narrow, other], [narrow, wide]):
+    stacked = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *batch)
+    shapes = cond_predicate_shapes(jax.make_jaxpr(jax.vmap(value_and_grad))(stacked).jaxpr)
+    assert shapes and all(shape == () for shape in shapes), shapes
+    values, grads = on_batch(stacked)
+    for i, params in enumerate(batch):
+      value, grad = on_one(params)
+      np.testing.assert_allclose(values[i], value, rtol=1e-14)
+      for name in params:
+        np.testing.assert_allclose(grads[name][i], grad[name], rtol=1e-13, atol=1e-14)
 
 
 def test_forward_jit_matches_eager():

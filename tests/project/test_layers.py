@@ -28,7 +28,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 # import its own layer and earlier ones. The leaves are shared by every layer. The top-level
 # package `lagjax` re-exports the public names and is above every layer.
 LAYERS = (
-    ("validation", "losses", "linalg", "xla_flags"),
+    ("validation", "losses", "linalg", "batched", "xla_flags"),
     ("data",),
     ("tasks",),
     ("models",),

@@ -20,6 +20,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxprs import cond_predicate_shapes
 from quick import some_quick
 
 import lagjax as lj
@@ -218,6 +219,30 @@ def test_scores_spread_beyond_the_cluster_gap_take_the_explicit_entries(layout):
   params["alpha_first"] = params["alpha_first"].at[0].set(900.0)
   params["alpha_last"] = params["alpha_last"].at[1].set(-900.0)
   assert_route_matches_brute_force(counting.dyck1(), 5, layout, params, mixture=True)
+
+
+def test_a_vmapped_batch_takes_one_branch_and_each_members_value():
+  """Under vmap the route's branch (scaled masses, or the explicit entries beyond the cluster
+  gap) is one unbatched cond (lagjax/batched.py), not a select that computes the explicit
+  entries for every member at every step; each member's value and gradient is its unbatched
+  one, to roundoff, in a batch whose members agree and in one where a member's scores are
+  900 apart (the whole batch then takes the explicit entries)."""
+  layout = LAYOUTS[7]
+  route = count_route(with_length(counting.dyck1(), lj.fixed(5)), layout)
+  value_and_grad = jax.value_and_grad(route.risk)
+  on_batch, on_one = jax.jit(jax.vmap(value_and_grad)), jax.jit(value_and_grad)
+  members = [random_params(2, layout, seed=seed) for seed in (6, 7)]
+  wide = dict(members[1], alpha_first=members[1]["alpha_first"].at[0].set(900.0))
+  for batch in (members, [members[0], wide]):
+    stacked = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *batch)
+    shapes = cond_predicate_shapes(jax.make_jaxpr(jax.vmap(value_and_grad))(stacked).jaxpr)
+    assert shapes and all(shape == () for shape in shapes), shapes
+    risks, grads = on_batch(stacked)
+    for i, params in enumerate(batch):
+      risk, grad = on_one(params)
+      assert abs(float(risks[i]) - float(risk)) <= ROUNDOFF
+      for name in params:
+        np.testing.assert_allclose(grads[name][i], grad[name], rtol=0, atol=GRADIENT_ROUNDOFF)
 
 
 def assert_geometric_equals_fixed_lengths(lang, p: float, n_max: int, layout):
