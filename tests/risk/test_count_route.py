@@ -221,6 +221,7 @@ def test_scores_spread_beyond_the_cluster_gap_take_the_explicit_entries(layout):
   assert_route_matches_brute_force(counting.dyck1(), 5, layout, params, mixture=True)
 
 
+@pytest.mark.slow  # the quick loop checks lj.batched.every on forward_counts (test_direct)
 def test_a_vmapped_batch_takes_one_branch_and_each_members_value():
   """Under vmap the route's branch (scaled masses, or the explicit entries beyond the cluster
   gap) is one unbatched cond (lagjax/batched.py), not a select that computes the explicit
