@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxprs import cond_predicate_shapes
+from jaxprs import batched_and_alone
 
 import lagjax as lj
 from lagjax.models import direct as model
@@ -143,16 +143,11 @@ def test_a_vmapped_batch_takes_one_branch_and_each_members_value():
   other = {"alpha": jnp.array([1.0, 0.5, -0.4, 0.2]), "beta": jnp.array([-1.0, 0.5, 2.0, 1.0])}
   wide = dict(other, alpha=jnp.array([900.0, 0.0, -900.0, 0.5]))
   value_and_grad = jax.value_and_grad(lambda p: (model.forward_counts(p, counts) ** 2).sum())
-  on_batch, on_one = jax.jit(jax.vmap(value_and_grad)), jax.jit(value_and_grad)
-  for batch in ([narrow, other], [narrow, wide]):
-    stacked = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *batch)
-    shapes = cond_predicate_shapes(jax.make_jaxpr(jax.vmap(value_and_grad))(stacked).jaxpr)
-    assert shapes and all(shape == () for shape in shapes), shapes
-    values, grads = on_batch(stacked)
-    for i, params in enumerate(batch):
-      value, grad = on_one(params)
+  for (values, grads), alone in batched_and_alone(value_and_grad,
+                                                   ([narrow, other], [narrow, wide])):
+    for i, (value, grad) in enumerate(alone):
       np.testing.assert_allclose(values[i], value, rtol=1e-14)
-      for name in params:
+      for name in grad:
         np.testing.assert_allclose(grads[name][i], grad[name], rtol=1e-13, atol=1e-14)
 
 

@@ -20,7 +20,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxprs import cond_predicate_shapes
+from jaxprs import batched_and_alone
 from quick import some_quick
 
 import lagjax as lj
@@ -231,18 +231,12 @@ def test_a_vmapped_batch_takes_one_branch_and_each_members_value():
   layout = LAYOUTS[7]
   route = count_route(with_length(counting.dyck1(), lj.fixed(5)), layout)
   value_and_grad = jax.value_and_grad(route.risk)
-  on_batch, on_one = jax.jit(jax.vmap(value_and_grad)), jax.jit(value_and_grad)
   members = [random_params(2, layout, seed=seed) for seed in (6, 7)]
   wide = dict(members[1], alpha_first=members[1]["alpha_first"].at[0].set(900.0))
-  for batch in (members, [members[0], wide]):
-    stacked = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *batch)
-    shapes = cond_predicate_shapes(jax.make_jaxpr(jax.vmap(value_and_grad))(stacked).jaxpr)
-    assert shapes and all(shape == () for shape in shapes), shapes
-    risks, grads = on_batch(stacked)
-    for i, params in enumerate(batch):
-      risk, grad = on_one(params)
+  for (risks, grads), alone in batched_and_alone(value_and_grad, (members, [members[0], wide])):
+    for i, (risk, grad) in enumerate(alone):
       assert abs(float(risks[i]) - float(risk)) <= ROUNDOFF
-      for name in params:
+      for name in grad:
         np.testing.assert_allclose(grads[name][i], grad[name], rtol=0, atol=GRADIENT_ROUNDOFF)
 
 
