@@ -122,7 +122,8 @@ def forward_counts(params: Params, counts):
   < e^-600 relative: nothing in float64), one without by the rest's maximum. So f is
   four matrix-vector products with no exponential per entry, exact while the rest
   spans at most CLUSTER_GAP. Wider spreads (three or more clusters) take the
-  log-sum-exp path instead, exact for any scores; under vmap both paths are computed.
+  log-sum-exp path instead, exact for any scores; under vmap the batch takes one path, the
+  log-sum-exp one where its members disagree (lagjax/batched.py).
   The CLS token, when present, is one more entry with count 1 in every string.
   The plain model only: under the last query or position tables f depends on order.
 
