@@ -154,19 +154,28 @@ def forward_counts(params: Params, counts):
   if has_cls(params):
     counts = jnp.concatenate([counts, jnp.ones(counts.shape[:-1] + (1,))], axis=-1)
 
-  def two_clusters(_):
-    u_top, u_rest, top = _cluster_scales(alpha)
-    has_top = (counts @ top.astype(counts.dtype)) > 0
-    numerator = jnp.where(has_top, counts @ (u_top * beta), counts @ (u_rest * beta))
-    return numerator / jnp.where(has_top, counts @ u_top, counts @ u_rest)
-
-  def stable(_):
-    return _forward_counts_stable(params, counts[..., :params["alpha"].shape[-1]])
-
   top = alpha >= jnp.max(alpha) - CLUSTER_GAP
   rest = jnp.where(top, jnp.nan, alpha)
   narrow = ~(jnp.nanmax(rest) - jnp.nanmin(rest) > CLUSTER_GAP)  # NaN (no rest) counts as narrow
-  return jax.lax.cond(batched.every(narrow), two_clusters, stable, None)  # lagjax/batched.py
+  # Module-level branches: lax.cond reuses their traces, so an eager call compiles nothing
+  # new. Under vmap one branch for the batch (lagjax/batched.py).
+  return jax.lax.cond(batched.every(narrow), _two_cluster_outputs, _log_sum_exp_outputs,
+                      (params, alpha, beta, counts))
+
+
+def _two_cluster_outputs(operands):
+  """forward_counts where the rest spans at most CLUSTER_GAP."""
+  _, alpha, beta, counts = operands
+  u_top, u_rest, top = _cluster_scales(alpha)
+  has_top = (counts @ top.astype(counts.dtype)) > 0
+  numerator = jnp.where(has_top, counts @ (u_top * beta), counts @ (u_rest * beta))
+  return numerator / jnp.where(has_top, counts @ u_top, counts @ u_rest)
+
+
+def _log_sum_exp_outputs(operands):
+  """forward_counts for any scores (CLS count, if any, left to _forward_counts_stable)."""
+  params, _, _, counts = operands
+  return _forward_counts_stable(params, counts[..., :params["alpha"].shape[-1]])
 
 
 def forward_tokens(params: Params, tokens, mask):
