@@ -7,7 +7,9 @@ holds for every score: `every(flag)` is the flag itself outside vmap, and under 
 unbatched bool, whether the flag holds for every member, so `lax.cond(every(flag), cheap,
 exact)` runs one branch for the whole batch. Members under vmap then take the exact branch
 where an unbatched call would take the cheap one only when the batch disagrees; both forms
-compute f_θ, so their values differ by roundoff.
+compute f_θ, so their values differ by roundoff. Where no branch serves every member (the
+records' sampled 0-1 error), `dynamics.runner.map_under_vmap` walks the batch one member at
+a time instead.
 """
 
 import jax
