@@ -253,10 +253,15 @@ def _starts(problem: _Problem, num_starts: int, seed: int, start_scale: float,
             given: Sequence[np.ndarray] = ()) -> np.ndarray:
   """θ0's free values, num_starts - 1 seeded draws θ0 + N(0, start_scale²), then the given
   starts' free values (flat grouped vectors)."""
-  template = problem.base[problem.free]
-  draws = jax.random.normal(jax.random.key(seed), (num_starts - 1, problem.free.size))
-  given = [jnp.asarray(start)[problem.free][None] for start in given]
-  return np.asarray(jnp.concatenate([template[None], template + start_scale * draws, *given]))
+  template = np.asarray(problem.base)[problem.free]
+  draws = np.asarray(_normal_draws(seed, (num_starts - 1, problem.free.size)))
+  given = [np.asarray(start)[problem.free][None] for start in given]
+  return np.concatenate([template[None], template + start_scale * draws, *given])
+
+
+# The seeded draws as one program (jax.random's operations, one by one, compile each).
+_normal_draws = jax.jit(lambda seed, shape: jax.random.normal(jax.random.key(seed), shape),
+                        static_argnums=1)
 
 
 def _lbfgs_run(problem: _Problem, iterations: int, chunks: int):
@@ -609,7 +614,7 @@ def optimum(lang: languages.Language, layout="cls", *,
       status = "not_converged"
 
   final_problem = ray_problem if status == "infimum_at_infinity" else problem
-  covered = bool(final_problem.report(jnp.asarray(x_report))[1])
+  covered = bool(jax.jit(final_problem.report)(jnp.asarray(x_report))[1])
   theta = direct.expand_params(partition, problem.params(jnp.asarray(x_report)))
   # The value again on a grid sized to θ (lj.population_risk), independent of the ladder.
   confirmed = evaluate.population_risk(lang, theta, loss=loss, route=name).value

@@ -108,6 +108,20 @@ def _output_path(hessian, target, flat0, eta, steps):
   return path, gram_risk(gram_factors(hessian, target), path)
 
 
+_step_is_finite = jax.jit(runner.step_is_finite)  # one program, not one per operation
+
+
+@jax.jit
+def _taken_and_betas(risk, path, attention, output, max_risk):
+  """Along an output path b_t with risks R(b_t): whether each step t -> t+1 passes the
+  divergence rule of §5 (runner.step_is_finite on R(b_t) and b_{t+1}), and β_t."""
+  _, unravel = ravel_pytree(output)
+  taken = jax.vmap(lambda value, new: runner.step_is_finite(value, max_risk, new))(
+      risk[:-1], path[1:])
+  betas = jax.vmap(lambda b: direct.output_vector({**attention, **unravel(b)}))(path)
+  return taken, betas
+
+
 def _phase_states(lang, layout, theta, phase, max_risk):
   """The states of one phase from θ: (risk (k+1,), alpha (k+1, ·), beta (k+1, ·),
   params at each step as a function of the index, diverged_step or -1); the record k is
@@ -126,7 +140,7 @@ def _phase_states(lang, layout, theta, phase, max_risk):
       value = float(risk_at(theta))
       risk = np.full(steps + 1, value)
       # The divergence rule of §5 on the step θ -> θ (runner.step_is_finite).
-      stopped = -1 if bool(runner.step_is_finite(value, max_risk, theta)) else 0
+      stopped = -1 if bool(_step_is_finite(value, max_risk, theta)) else 0
       return (risk, np.broadcast_to(alpha0, (steps + 1, alpha0.size)),
               np.broadcast_to(beta0, (steps + 1, beta0.size)), lambda i: theta, stopped)
     run = train_lib.train(lang, plans.Plan((phase,), "phase"), theta, record_every=1,
@@ -139,13 +153,10 @@ def _phase_states(lang, layout, theta, phase, max_risk):
     return None
   flat0, unravel = ravel_pytree(output)
   path, risk = _output_path(hessian, target, flat0, float(phase.eta), steps)
+  taken, betas = (np.asarray(x) for x in _taken_and_betas(risk, path, attention, output,
+                                                           max_risk))
   path, risk = np.asarray(path), np.asarray(risk)
-  # The divergence rule of §5 at every step t: R(b_t) and b_{t+1} (runner.step_is_finite).
-  taken = np.asarray(jax.vmap(lambda value, new: runner.step_is_finite(value, max_risk, new))(
-      jnp.asarray(risk[:-1]), jnp.asarray(path[1:])))
   stopped = int(np.argmin(taken)) if not taken.all() else -1
-  betas = np.asarray(jax.vmap(lambda b: direct.output_vector({**attention, **unravel(b)}))(
-      jnp.asarray(path)))
   return (risk, np.broadcast_to(alpha0, (steps + 1, alpha0.size)), betas,
           lambda i: {**attention, **unravel(jnp.asarray(path[i]))}, stopped)
 

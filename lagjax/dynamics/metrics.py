@@ -239,6 +239,12 @@ def horizon_free_lag(alpha, beta, risk, epsilon, steps=None, weights=None) -> Ho
     >>> float(lag.lag_gap)  # mean of (0, 0.5, 0.5, 0) up to τ_ε
     0.25
   """
+  return _horizon_free_lag(alpha, beta, risk, epsilon, steps, weights)
+
+
+@jax.jit  # one program per shape; on a concrete run its operations would compile one by one
+def _horizon_free_lag(alpha, beta, risk, epsilon, steps, weights) -> HorizonFreeLag:
+  """horizon_free_lag's computation (its docstring)."""
   steps = jnp.arange(alpha.shape[0]) if steps is None else jnp.asarray(steps)
   tau = first_step_at_most(risk, epsilon, steps)
   reached = tau >= 0

@@ -22,8 +22,10 @@ vmaps over a sweep's runs.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -130,13 +132,24 @@ def label_code(risk, *, diverged=False, sharpness=None, etas=None,
     raise ValueError(f"risk must hold at least 8 records to be labelled; got {num_records}.")
   if sharpness is not None and etas is None:
     raise ValueError("etas must be given with sharpness (η·λ_max is compared with 2).")
+  tail_length = max(4, int(np.ceil(tail_fraction * num_records)))
+  # One compiled program per shape and setting: called on a concrete run, the rules below
+  # would otherwise compile each of their few dozen operations on its own.
+  return _label(risk, jnp.asarray(diverged), sharpness, etas, tolerance=tolerance,
+                tail_length=tail_length, contraction=contraction, max_period=max_period,
+                eos_band=eos_band, eos_fraction=eos_fraction)
 
+
+@functools.partial(jax.jit, static_argnames=("tolerance", "tail_length", "contraction",
+                                             "max_period", "eos_band", "eos_fraction"))
+def _label(risk, diverged, sharpness, etas, *, tolerance, tail_length, contraction, max_period,
+           eos_band, eos_fraction) -> RunLabel:
+  """label_code's rules on checked arguments (module docstring)."""
   scale = tolerance * jnp.abs(risk[0])
   rises = jnp.diff(risk)
   max_rise = rises.max() / jnp.abs(risk[0])
   rose = rises.max() > scale
 
-  tail_length = max(4, int(np.ceil(tail_fraction * num_records)))
   tail = risk[-tail_length:]
   half = tail_length // 2
   tail_range = tail.max() - tail.min()
@@ -161,7 +174,7 @@ def label_code(risk, *, diverged=False, sharpness=None, etas=None,
   code = jnp.where(rose, jnp.where(risk[-1] < risk[0], 1, 2), 0)
   code = jnp.where(on_edge, 3, code)
   code = jnp.where(oscillating, 4, code)
-  code = jnp.where(jnp.asarray(diverged), 5, code)
+  code = jnp.where(diverged, 5, code)
   return RunLabel(code, period, max_rise)
 
 

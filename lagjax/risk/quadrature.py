@@ -129,6 +129,10 @@ def merged_windows(centers, step: float, left: float, width: int, num_points: in
   return step * index, weights, needed
 
 
+# merged_windows as one program per (shape, grid), for calls on concrete scores.
+_merged_windows = jax.jit(merged_windows, static_argnums=(1, 2, 3, 4))
+
+
 def kernels(alpha, step, left, width, num_points):
   """Quadrature weights and the kernels exp(-e^s), exp(s - e^s), exp(2s - e^s), s = log(t u_g),
   at the scores α (G[+1],) of the groups (and the CLS token) (docs/theory.md §3a).
@@ -275,7 +279,7 @@ def points_needed(lang: languages.Language, params, step: float = STEP) -> int:
   """
   scores = entries.entry_table(params)[0] if isinstance(params, dict) else params
   left, width = window_left(lang), window_width(lang, step)
-  needed = max(float(merged_windows(jnp.asarray(row.max() - row), step, left, width, 1)[2])
+  needed = max(float(_merged_windows(jnp.asarray(row.max() - row), step, left, width, 1)[2])
                for row in np.atleast_2d(np.asarray(scores)))
   return int(needed) if math.isfinite(needed) else math.inf
 
