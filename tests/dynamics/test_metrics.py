@@ -149,6 +149,27 @@ def test_horizon_free_lag_by_hand():
   np.testing.assert_array_equal(never.r_alpha, 0.0)
 
 
+def test_horizon_free_lag_weights_the_groups_of_a_tied_run():
+  """With weights w_g (the group sizes of a tied run) the distance is
+  sqrt(Σ_g w_g (x_tg - x_0g)²): α moves (1, 0) then (1, 2) under w = (4, 1), distances 0, 2,
+  √8, so r_α(1) = 2/√8 = 1/√2 ≥ ½ and t_α^{1/2} = 1 (unweighted: 1/√5 < ½, t = 2); β moves
+  along the first group only, r_β = 0, 1, 1. The gap is (1 - 1/√2)/3 over records 0…τ_ε = 2.
+  r_α(1) is a square root and a division of exact numbers: within 1e-15 relative.
+  Kills: the weights dropped from the progress."""
+  alpha = jnp.array([[0.0, 0.0], [1.0, 0.0], [1.0, 2.0], [1.0, 2.0]])
+  beta = jnp.array([[0.0, 0.0], [2.0, 0.0], [2.0, 0.0], [2.0, 0.0]])
+  risk = jnp.array([0.5, 0.3, 0.05, 0.01])
+  out = lj.metrics.horizon_free_lag(alpha, beta, risk, 0.1, weights=jnp.array([4.0, 1.0]))
+  assert int(out.tau_eps) == 2
+  np.testing.assert_allclose(out.r_alpha, [0.0, 2.0 ** -0.5, 1.0, 0.0], rtol=1e-15, atol=0)
+  np.testing.assert_array_equal(out.r_beta, [0.0, 1.0, 1.0, 0.0])
+  assert (int(out.half_time_alpha), int(out.half_time_beta)) == (1, 1)
+  # A few roundings of numbers near 1, then 1 - 0.707 (relative error ≤ ~8 ulp): 4e-15.
+  np.testing.assert_allclose(float(out.lag_gap), (1.0 - 2.0 ** -0.5) / 3, rtol=4e-15)
+  unweighted = lj.metrics.horizon_free_lag(alpha, beta, risk, 0.1)
+  assert int(unweighted.half_time_alpha) == 2
+
+
 def test_horizon_free_lag_of_a_group_that_never_moves_is_zero():
   """"A group that has not moved by τ_ε has r ≡ 0" (docstring): r_α ≡ 0 (not 0/0 = NaN) and
   the gap is the mean of r_β alone, (0 + 0 + ¼ + 1) / 4 = 0.3125 (dyadic: exact); its
