@@ -92,11 +92,12 @@ def main(argv):
   for pairs_done, i in enumerate(mine):
     entry, layout = pairs[i]
     base = per_pair * pairs_done
+    started = time.perf_counter()
     found = horizons_lib.row(entry.lang, layout, horizons=settings,
                              found=prior(entry.spec, entry.lang, layout),
                              plan_names=tuple(config.plans), dynamics=tuple(config.dynamics),
                              progress=lambda done, _, base=base: progress(base + done, total))
-    store.add(i, entry.name, found, entry.star_free)
+    store.add(i, entry.name, atlas_report.since(found, started), entry.star_free)
     common.release_programs()
     if count == 1:  # a single process keeps the outputs current after every pair
       write_outputs(experiment, store, settings, entries, len(pairs), count)

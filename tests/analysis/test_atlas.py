@@ -112,6 +112,7 @@ import pathlib  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 import types  # noqa: E402
 
 import jax.numpy as jnp  # noqa: E402
@@ -263,6 +264,9 @@ class FakeOptimum:
   source: str = ""
 
 
+OPTIMUM_SECONDS = 0.2   # the stubbed restart's time in the nesting test
+
+
 def test_a_pair_above_a_contained_layouts_r_star_is_computed_again(tmp_path, monkeypatch):
   """Layouts nest (docs/theory.md §2b): once every pair is stored, a pair whose R* is above
   that of a layout it contains (here the CLS row's, lowered by a row-level restart after the
@@ -287,6 +291,7 @@ def test_a_pair_above_a_contained_layouts_r_star_is_computed_again(tmp_path, mon
 
   def optimum_stub(lang, layout, *, num_starts, iterations, starts=()):
     optimum_calls.append((layout, num_starts, list(starts)))
+    time.sleep(OPTIMUM_SECONDS)
     risk = {"last": 0.2, "last+first_last": 0.19}[layout] - 1e-3
     return FakeOptimum(risk, lj.init_params(2, **horizons.LAYOUTS[layout]._asdict()))
 
@@ -307,6 +312,12 @@ def test_a_pair_above_a_contained_layouts_r_star_is_computed_again(tmp_path, mon
   np.testing.assert_array_equal(widened["alpha"], [[1.0, -1.0], [1.0, -1.0]])
   assert lj.models.direct.layout(widened) == horizons.LAYOUTS["last"]
   assert [store.r_star(i)[0] for i in range(4)] == [0.2, 0.199, 0.2, 0.189]
+  # A pair computed again records its whole wall time, the restart's optimum included (the
+  # stubbed row says 1.5 s of its own; the pairs left alone keep theirs).
+  seconds = store.seconds
+  assert [seconds[f"first/{layout}"] for layout in ("cls", "cls+first_last")] == [1.5, 1.5]
+  for layout in ("last", "last+first_last"):
+    assert seconds[f"first/{layout}"] >= OPTIMUM_SECONDS and seconds[f"first/{layout}"] != 1.5
   again = atlas_report.Store(str(tmp_path), [("first", layout) for layout in layouts])
   assert again.rows == store.rows      # stored: a resumed run reads the new rows
   optimum_calls.clear()
